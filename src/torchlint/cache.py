@@ -1,0 +1,51 @@
+"""A content-keyed result cache, as ruff keeps one: a file whose bytes, rule selection and
+torchlint version are unchanged is not linted again. Kept in ``.torchlint_cache`` next to the
+configuration (or in the current directory)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from torchlint import __version__
+from torchlint.rule import Finding, Rule
+
+DIRNAME = ".torchlint_cache"
+
+
+def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
+    digest.update(source)
+    return digest.hexdigest()
+
+
+def _path(root: Path, key: str) -> Path:
+    return root / DIRNAME / key[:2] / key[2:]
+
+
+def load(root: Path, key: str) -> list[Finding] | None:
+    try:
+        with _path(root, key).open("rb") as f:
+            return pickle.load(f)
+    except Exception:  # missing, unreadable or from another version: lint afresh
+        return None
+
+
+def store(root: Path, key: str, findings: list[Finding]) -> None:
+    target = _path(root, key)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        ignore = root / DIRNAME / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by torchlint automatically.\n*\n")
+        fd, tmp = tempfile.mkstemp(dir=target.parent)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(findings, f)
+        os.replace(tmp, target)
+    except OSError:
+        pass  # a read-only checkout still lints; it just is not cached

@@ -1,0 +1,194 @@
+"""The ``torchlint`` command line (SPEC section 3)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import click
+
+from torchlint import __version__
+from torchlint.config import ConfigError, resolve_settings
+from torchlint.engine import FixMode
+from torchlint.rule import Rule, all_rules, rule_by_code
+
+# Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.
+LAZY_COMMANDS: dict[str, str] = {}
+
+
+class TorchlintGroup(click.Group):
+    """``torchlint PATHS`` and ``torchlint --fix PATHS`` mean ``torchlint check ...``."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS:
+            module, attr = LAZY_COMMANDS[name].split(":")
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except ImportError as error:
+                raise click.UsageError(f"`torchlint {name}` needs an extra that is not installed: {error}") from None
+        return super().get_command(ctx, name)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.list_commands(ctx) and args[0] not in ("--version", "--help", "-h")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _codes(value: str | None) -> list[str]:
+    return [c.strip() for c in value.split(",") if c.strip()] if value else []
+
+
+@click.group(cls=TorchlintGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="torchlint", message="%(prog)s %(version)s")
+def main() -> None:
+    """A linter for PyTorch training code. `torchlint PATHS` is `torchlint check PATHS`."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what is left.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; change nothing.")
+@click.option("--select", help="Comma-separated rule codes or prefixes to enable (replaces the config's).")
+@click.option("--ignore", help="Comma-separated rule codes or prefixes to disable.")
+@click.option("--extend-select", help="Comma-separated rule codes or prefixes to enable in addition.")
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "concise", "json", "github"]),
+    default="text",
+    show_default=True,
+)
+@click.option("--statistics", is_flag=True, help="Count findings per rule.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
+@click.option("--config", type=click.Path(path_type=Path, dir_okay=False), help="Use this pyproject.toml / torchlint.toml.")
+def check(
+    paths: tuple[Path, ...],
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    select: str | None,
+    ignore: str | None,
+    extend_select: str | None,
+    output_format: str,
+    statistics: bool,
+    exit_zero: bool,
+    no_cache: bool,
+    jobs: int | None,
+    config: Path | None,
+) -> None:
+    """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
+    from torchlint import output
+    from torchlint.files import discover
+    from torchlint.runner import FileReport, RunOptions, check_files, lint_source
+
+    paths = paths or (Path("."),)
+    stdin = any(str(p) == "-" for p in paths)
+    if stdin and len(paths) > 1:
+        raise click.UsageError("`-` (standard input) cannot be combined with other paths")
+    try:
+        settings = resolve_settings(
+            [] if stdin else list(paths), config, _codes(select), _codes(extend_select), _codes(ignore)
+        )
+    except ConfigError as error:
+        click.echo(f"torchlint: error: {error}", err=True)
+        sys.exit(2)
+
+    fix_mode = FixMode.UNSAFE if (fix or diff) and unsafe_fixes else FixMode.SAFE if (fix or diff) else FixMode.NONE
+    options = RunOptions(
+        fix_mode=fix_mode,
+        write=fix and not diff,
+        diff=diff,
+        with_edits=output_format in output.FORMATS_WITH_EDITS,
+        use_cache=not no_cache,
+    )
+
+    if stdin:
+        data = sys.stdin.buffer.read()
+        result = lint_source(data, None, settings, options)
+        reports = [FileReport("-", result.findings, result.fixed_count, errors=list(result.errors))]
+        if diff:
+            from torchlint.engine import unified_diff
+
+            reports[0].diff = unified_diff(_decode(data), _decode(result.fixed_source), "-")
+        elif fix:
+            out = result.fixed_source
+            sys.stdout.buffer.write(out if isinstance(out, bytes) else out.encode())
+            sys.stdout.flush()
+        sources = {"-": _decode(data).splitlines()}
+    else:
+        files = discover(paths, settings)
+        reports = check_files(files, settings, options, jobs)
+        sources = None
+
+    errors = [e for r in reports for e in r.errors]
+    for error in errors:
+        click.echo(f"torchlint: error: {error}", err=True)
+
+    # With --fix on standard input the fixed code goes to stdout, so findings go to stderr.
+    to_stderr = stdin and fix and not diff
+    if diff:
+        text = "".join(r.diff for r in reports)
+        if text:
+            click.echo(text, nl=False)
+        fixable = sum(1 for r in reports if r.diff)
+        click.echo(f"Would fix {fixable} file{'s' if fixable != 1 else ''}." if fixable else "No fixes available.", err=True)
+        sys.exit(2 if errors else (1 if fixable and not exit_zero else 0))
+
+    if statistics:
+        text = output.format_statistics(reports)
+    elif output_format == "text":
+        if sources is None:
+            sources = _read_sources(reports)
+        text = output.format_text(reports, sources)
+    else:
+        text = output.FORMATS[output_format](reports)
+    if text:
+        click.echo(text, err=to_stderr)
+
+    remaining = sum(len(r.findings) for r in reports)
+    if errors:
+        sys.exit(2)
+    sys.exit(1 if remaining and not exit_zero else 0)
+
+
+def _decode(data: bytes | str) -> str:
+    return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+
+
+def _read_sources(reports) -> dict[str, list[str]]:
+    sources = {}
+    for report in reports:
+        if report.findings and not report.path.endswith(".ipynb"):
+            try:
+                sources[report.path] = Path(report.path).read_bytes().decode("utf-8", errors="replace").splitlines()
+            except OSError:
+                pass
+    return sources
+
+
+def _rule_doc(rule: type[Rule]) -> str:
+    return f"# {rule.name} ({rule.code})\n\n{rule.documentation()}\n"
+
+
+@main.command("rule")
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
+def rule_command(code: str | None, show_all: bool) -> None:
+    """Print a rule's documentation."""
+    if show_all:
+        click.echo("\n".join(_rule_doc(r) for r in all_rules()), nl=False)
+        return
+    if code is None:
+        raise click.UsageError("give a rule code (e.g. `torchlint rule TL501`) or --all")
+    try:
+        rule = rule_by_code(code.upper())
+    except KeyError:
+        click.echo(f"torchlint: error: unknown rule code `{code}`", err=True)
+        sys.exit(2)
+    click.echo(_rule_doc(rule), nl=False)

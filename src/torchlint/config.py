@@ -1,0 +1,189 @@
+"""Configuration: ``[tool.torchlint]`` in the nearest ``pyproject.toml``, or ``torchlint.toml``.
+
+Resolved once per run into ``Settings``; the per-file question "which rules apply here" is
+answered by ``Settings.rules_for``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pathspec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from torchlint.rule import Rule, all_rules
+
+KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores")
+
+
+class ConfigError(Exception):
+    """A configuration or selector that cannot be used; the CLI exits 2 with this message."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    config_file: Path | None = None
+    select: tuple[str, ...] = ("TL",)
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    _exclude_spec: pathspec.PathSpec = field(init=False, repr=False, compare=False)
+    _per_file: tuple[tuple[pathspec.PathSpec, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for selector in (*self.select, *self.extend_select, *self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
+            validate_selector(selector, self.config_file)
+        object.__setattr__(self, "_exclude_spec", pathspec.GitIgnoreSpec.from_lines(self.exclude))
+        object.__setattr__(
+            self,
+            "_per_file",
+            tuple((pathspec.GitIgnoreSpec.from_lines([pattern]), codes) for pattern, codes in self.per_file_ignores),
+        )
+
+    @property
+    def enabled(self) -> tuple[type[Rule], ...]:
+        return select_rules(self.select + self.extend_select, self.ignore)
+
+    def relative(self, path: Path) -> str | None:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return None
+
+    def is_excluded(self, path: Path) -> bool:
+        rel = self.relative(path)
+        return rel is not None and self._exclude_spec.match_file(rel)
+
+    def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
+        rules = self.enabled
+        rel = self.relative(path) if path is not None else None
+        if rel is None:
+            return rules
+        ignored = [c for spec, codes in self._per_file if spec.match_file(rel) for c in codes]
+        if not ignored:
+            return rules
+        return tuple(r for r in rules if not any(_matches(r.code, c) for c in ignored))
+
+    def fingerprint(self) -> str:
+        """What the findings of a file depend on, besides its content (for the cache)."""
+        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores))
+
+
+def _matches(code: str, selector: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+def validate_selector(selector: str, source: Path | None = None) -> None:
+    if selector == "ALL" or any(r.code.startswith(selector) for r in all_rules()):
+        return
+    where = f" in {source}" if source else ""
+    raise ConfigError(f"unknown rule selector `{selector}`{where}")
+
+
+def select_rules(select: Iterable[str], ignore: Iterable[str]) -> tuple[type[Rule], ...]:
+    """Rules picked by ``select`` minus ``ignore``; the more specific selector wins (as in ruff)."""
+    select, ignore = list(select), list(ignore)
+    chosen = []
+    for rule in all_rules():
+        best_select = max((len(s) for s in select if _matches(rule.code, s)), default=-1)
+        best_ignore = max((len(s) for s in ignore if _matches(rule.code, s)), default=-1)
+        if best_select >= 0 and best_select > best_ignore:
+            chosen.append(rule)
+    return tuple(chosen)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``torchlint.toml``, or ``pyproject.toml`` with a ``[tool.torchlint]`` table."""
+    for directory in (start, *start.parents):
+        own = directory / "torchlint.toml"
+        if own.is_file():
+            return own
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and "torchlint" in _read_toml(pyproject).get("tool", {}):
+            return pyproject
+    return None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"cannot parse {path}: {e}") from None
+
+
+def _codes(value: object, key: str, path: Path) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: `{key}` must be a list of strings")
+    return tuple(v.strip() for v in value)
+
+
+def load_settings(config_file: Path | None) -> Settings:
+    """Settings from a config file (``None``: defaults rooted at the current directory)."""
+    if config_file is None:
+        return Settings(root=Path.cwd())
+    data = _read_toml(config_file)
+    table = data.get("tool", {}).get("torchlint", {}) if config_file.name == "pyproject.toml" else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{config_file}: [tool.torchlint] must be a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{config_file}: unknown option `{unknown[0]}` (known: {', '.join(KEYS)})")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{config_file}: `per-file-ignores` must be a table of pattern = [codes]")
+    return Settings(
+        root=config_file.parent,
+        config_file=config_file,
+        select=_codes(table.get("select", ["TL"]), "select", config_file),
+        extend_select=_codes(table.get("extend-select", []), "extend-select", config_file),
+        ignore=_codes(table.get("ignore", []), "ignore", config_file),
+        exclude=_codes(table.get("exclude", []), "exclude", config_file),
+        per_file_ignores=tuple(
+            (pattern, _codes(codes, f"per-file-ignores.{pattern}", config_file)) for pattern, codes in sorted(per_file.items())
+        ),
+    )
+
+
+def resolve_settings(
+    paths: Sequence[Path],
+    config: Path | None = None,
+    select: Sequence[str] | None = None,
+    extend_select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+) -> Settings:
+    """The run's settings: the config file (given, or the nearest one), then the CLI's overrides."""
+    if config is None:
+        existing = [p.resolve() for p in paths if p.exists()]
+        start = Path(_common_dir(existing)) if existing else Path.cwd()
+        config = find_config(start)
+    settings = load_settings(config)
+    return Settings(
+        root=settings.root,
+        config_file=settings.config_file,
+        select=tuple(select) if select else settings.select,
+        extend_select=settings.extend_select + tuple(extend_select),
+        ignore=settings.ignore + tuple(ignore),
+        exclude=settings.exclude,
+        per_file_ignores=settings.per_file_ignores,
+    )
+
+
+def _common_dir(paths: list[Path]) -> str:
+    import os.path
+
+    dirs = [str(p if p.is_dir() else p.parent) for p in paths]
+    return os.path.commonpath(dirs)

@@ -1,0 +1,114 @@
+"""Which files a run lints: explicit files, folders walked recursively honouring
+``.gitignore`` and the configured ``exclude``, and reading and writing them safely."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pathspec
+
+from torchlint.config import Settings
+
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+# Folders no one wants linted, skipped as ruff skips them.
+SKIPPED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "node_modules", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache", ".torchlint_cache", "site-packages", "build", "dist", ".eggs", ".ipynb_checkpoints"}
+)
+
+
+def discover(paths: Iterable[Path], settings: Settings) -> list[Path]:
+    """The files to lint, sorted, without duplicates. A path that does not exist is kept:
+    reading it fails, and the engine reports that as TL000."""
+    found: dict[str, Path] = {}
+    for path in paths:
+        if path.is_dir():
+            for file in _walk(path, settings):
+                found.setdefault(os.path.normpath(file), file)
+        elif not settings.is_excluded(path):
+            found.setdefault(os.path.normpath(path), path)
+    return [found[k] for k in sorted(found)]
+
+
+def _gitignore_spec(directory: Path) -> pathspec.GitIgnoreSpec | None:
+    file = directory / ".gitignore"
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(file.read_text(encoding="utf-8", errors="replace").splitlines())
+    except OSError:
+        return None
+
+
+def _ancestor_ignores(top: Path) -> list[tuple[Path, pathspec.GitIgnoreSpec]]:
+    """``.gitignore`` files above ``top`` up to the repository root, outermost first."""
+    specs = []
+    top = top.resolve()
+    for directory in (top.parent, *top.parent.parents) if top.parent != top else ():
+        spec = _gitignore_spec(directory)
+        if spec is not None:
+            specs.append((directory, spec))
+        if (directory / ".git").exists():
+            break
+    return specs[::-1]
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.GitIgnoreSpec]]) -> bool:
+    ignored = False
+    for base, spec in specs:
+        try:
+            rel = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        result = spec.check_file(rel + "/" if is_dir else rel)
+        if result.include is not None:
+            ignored = result.include
+    return ignored
+
+
+def _walk(top: Path, settings: Settings) -> Iterator[Path]:
+    # os.walk does not follow symlinked folders, so a symlink loop cannot trap it.
+    base_specs = _ancestor_ignores(top)
+    specs_at: dict[str, list[tuple[Path, pathspec.GitIgnoreSpec]]] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        directory = Path(dirpath)
+        parent_specs = specs_at.get(os.path.dirname(dirpath), base_specs) if directory != top else base_specs
+        own = _gitignore_spec(directory)
+        specs = parent_specs + [(directory.resolve(), own)] if own is not None else parent_specs
+        specs_at[dirpath] = specs
+        resolved = directory.resolve()
+        dirnames[:] = sorted(
+            d for d in dirnames
+            if d not in SKIPPED_DIRS
+            and not _ignored(resolved / d, True, specs)
+            and not settings.is_excluded(directory / d)
+        )
+        for name in sorted(filenames):
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            file = directory / name
+            if _ignored(resolved / name, False, specs) or settings.is_excluded(file):
+                continue
+            yield file
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never half
+    of one; the file's permissions are kept."""
+    target = Path(os.path.realpath(path))
+    mode = target.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".torchlint.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,158 @@
+"""What a rule is and what it reports.
+
+A rule is a LibCST visitor. All selected rules run together in one batched traversal of
+the file; each asks the shared semantic model for facts and calls ``report``. The engine
+owns everything else (positions, suppression, fixes, output).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, ClassVar, Mapping, Union
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+if TYPE_CHECKING:
+    from torchlint.semantic import SemanticModel
+
+DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules.md#{anchor}"
+
+Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
+
+
+class Applicability(str, enum.Enum):
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    row: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass(frozen=True)
+class Edit:
+    content: str
+    start: Location
+    end: Location
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A CST edit: each original node in ``changes`` is replaced by its replacement.
+
+    ``edits`` is the same fix as text (what JSON, SARIF and the editor show); the engine
+    renders it only when asked, and drops ``changes`` once the file is done.
+    """
+
+    message: str
+    changes: Mapping[cst.CSTNode, Replacement] = field(default_factory=dict, compare=False)
+    applicability: Applicability = Applicability.SAFE
+    edits: tuple[Edit, ...] = ()
+
+
+@dataclass
+class Finding:
+    code: str
+    message: str
+    start: Location
+    end: Location
+    fix: Fix | None = None
+    cell: int | None = None  # 1-based notebook cell; rows then count within the cell
+
+    @property
+    def rule(self) -> type[Rule]:
+        return rule_by_code(self.code)
+
+
+class RuleContext:
+    """What a rule may ask about the file it is checking. The semantic model is built on
+    first use, once per file, and shared by every rule."""
+
+    def __init__(self, wrapper: MetadataWrapper) -> None:
+        self.wrapper = wrapper
+        self.module = wrapper.module
+        self.findings: list[Finding] = []
+
+    @cached_property
+    def semantic(self) -> SemanticModel:
+        from torchlint.semantic import SemanticModel
+
+        return SemanticModel(self.wrapper)
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of every rule. Subclasses set ``code``, ``name`` and ``message``.
+
+    The class docstring is the rule's documentation, in ruff's shape: *What it does*,
+    *Why is this bad?*, *Example*, *Use instead*, *Fix safety*, *References*.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__()
+        self.context = context
+
+    @property
+    def semantic(self) -> SemanticModel:
+        return self.context.semantic
+
+    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
+        pos = self.get_metadata(PositionProvider, node)
+        self.context.findings.append(
+            Finding(
+                code=self.code,
+                message=message or self.message,
+                start=Location(pos.start.line, pos.start.column + 1),
+                end=Location(pos.end.line, pos.end.column + 1),
+                fix=fix,
+            )
+        )
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(anchor=f"{cls.code}-{cls.name}".lower())
+
+
+_CODE = re.compile(r"TL\d{3}")
+
+
+@lru_cache(maxsize=None)
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule in ``torchlint.rules``, sorted by code."""
+    import torchlint.rules as package
+
+    found: dict[str, type[Rule]] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
+                if not _CODE.fullmatch(obj.code):
+                    raise RuntimeError(f"rule {obj.__name__} has a malformed code {obj.code!r}")
+                if obj.code in found:
+                    raise RuntimeError(f"two rules share the code {obj.code}")
+                found[obj.code] = obj
+    return tuple(found[code] for code in sorted(found))
+
+
+def rule_by_code(code: str) -> type[Rule]:
+    for rule in all_rules():
+        if rule.code == code:
+            return rule
+    raise KeyError(code)

@@ -1,0 +1,452 @@
+"""The semantic layer: what PyTorch objects the names of a file hold.
+
+Computed once per file, on demand, and shared by every rule. It rests on LibCST's
+``ScopeProvider`` and ``QualifiedNameProvider`` (so any import alias resolves) and adds one
+collecting pass over the module for the facts rules share: the classes of the file and their
+bases, what each name and ``self.`` attribute is assigned, and which objects feed an optimizer.
+
+Further facts live in modules of this package, each computed on first use through a
+property of ``SemanticModel`` (training iterations, evaluation scopes, device choices), so a
+run whose rules never ask for them never pays for them.
+
+Precision comes first: a name whose value is not known has no kind, and rules stay silent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+from libcst._metadata_dependent import LazyValue
+from libcst.metadata import (
+    Assignment,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    Scope,
+    ScopeProvider,
+)
+
+
+class Kind(enum.Enum):
+    MODULE = "nn.Module"
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "LR scheduler"
+    LOSS = "loss function"
+    SCALER = "GradScaler"
+
+
+# Methods of an nn.Module that return the module itself.
+MODULE_RETURNS_SELF = frozenset(
+    {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16", "requires_grad_", "apply",
+     "to_empty", "share_memory", "xpu", "mps", "type"}
+)
+# Attributes of a wrapper module that hold the wrapped module (DataParallel, DDP, torch.compile).
+MODULE_WRAPPED_ATTRS = frozenset({"module", "_orig_mod"})
+
+_NOT_MODULE_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+_MODULE_FACTORIES_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+
+
+def _module_class_kind(qname: str) -> Kind | None:
+    """The kind of object that calling the class or factory ``qname`` builds."""
+    if qname in _NOT_MODULE_CLASSES:
+        return None
+    head, _, last = qname.rpartition(".")
+    if qname.startswith("torch.nn.") and not qname.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")) and last[:1].isupper():
+        if last.endswith("Loss"):
+            return Kind.LOSS
+        return Kind.MODULE
+    if qname.startswith(("torch.nn.parallel.", "torch.nn.utils.")) and last[:1].isupper():
+        return Kind.MODULE
+    if qname.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
+        return Kind.SCHEDULER
+    if qname == "torch.optim.swa_utils.AveragedModel":
+        return Kind.MODULE
+    if qname == "torch.optim.swa_utils.SWALR":
+        return Kind.SCHEDULER
+    if qname.startswith("torch.optim.") and last[:1].isupper() and not qname.startswith("torch.optim.swa_utils."):
+        return Kind.OPTIMIZER
+    if qname in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cpu.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"):
+        return Kind.SCALER
+    if qname.startswith("torchvision.models.") and last[:1].islower() and not head.endswith(("_utils", "utils")):
+        return Kind.MODULE
+    if qname in ("timm.create_model", "torch.hub.load", "torch.jit.script", "torch.jit.trace"):
+        return Kind.MODULE
+    if qname.startswith("transformers.") and last == "from_pretrained" and ("Model" in head or "For" in head):
+        return Kind.MODULE
+    return None
+
+
+# Base classes whose subclasses are of a kind.
+_BASE_KINDS = {
+    "torch.nn.Module": Kind.MODULE,
+    "torch.nn.modules.module.Module": Kind.MODULE,
+    "torch.nn.modules.loss._Loss": Kind.LOSS,
+    "torch.nn.modules.loss._WeightedLoss": Kind.LOSS,
+    "torch.optim.Optimizer": Kind.OPTIMIZER,
+    "torch.optim.optimizer.Optimizer": Kind.OPTIMIZER,
+    "torch.optim.lr_scheduler.LRScheduler": Kind.SCHEDULER,
+    "torch.optim.lr_scheduler._LRScheduler": Kind.SCHEDULER,
+    "pytorch_lightning.LightningModule": Kind.MODULE,
+    "lightning.LightningModule": Kind.MODULE,
+    "lightning.pytorch.LightningModule": Kind.MODULE,
+}
+
+
+@dataclass
+class ClassInfo:
+    node: cst.ClassDef
+    base_names: list[str]
+    # What ``self.<attr>`` is given in any method of the class: assigned values, annotations,
+    # and whether its parameters feed an optimizer.
+    attribute_values: dict[str, list[cst.BaseExpression]] = field(default_factory=lambda: defaultdict(list))
+    attribute_annotations: dict[str, list[cst.BaseExpression]] = field(default_factory=lambda: defaultdict(list))
+    attributes_feeding_optimizer: set[str] = field(default_factory=set)
+
+
+class _Collector(cst.CSTVisitor):
+    """One pass over the module gathering the raw facts the model answers questions from."""
+
+    def __init__(self, model: SemanticModel) -> None:
+        super().__init__()
+        self.model = model
+        self.class_stack: list[ClassInfo] = []
+        self.function_stack: list[cst.FunctionDef] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        bases = [qn for arg in node.bases for qn in self.model.qualified_names(arg.value)]
+        info = ClassInfo(node, bases)
+        self.model.classes[node] = info
+        self.class_stack.append(info)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.class_stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.function_stack.append(node)
+        self.model.functions.setdefault(node.name.value, []).append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.function_stack.pop()
+
+    def _target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if value is None:
+            return
+        if isinstance(target, cst.Name):
+            self.model.bound_values[target] = value
+        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+            if len(target.elements) == len(value.elements):
+                for t, v in zip(target.elements, value.elements):
+                    self._target(t.value, v.value)
+        elif self._is_self_attribute(target):
+            self.class_stack[-1].attribute_values[target.attr.value].append(value)
+
+    def _is_self_attribute(self, node: cst.BaseExpression) -> bool:
+        if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and self.class_stack and self.function_stack):
+            return False
+        params = self.function_stack[-1].params.params
+        return bool(params) and params[0].name.value == node.value.value
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._target(node.target, node.value)
+        self.model.annotations[node.target] = node.annotation.annotation
+        if self._is_self_attribute(node.target):
+            self.class_stack[-1].attribute_annotations[node.target.attr.value].append(node.annotation.annotation)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.annotation is not None:
+            self.model.annotations[node] = node.annotation.annotation
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # Whatever's .parameters() feed an optimizer is a module.
+        if self.model.call_kind(node, follow_names=False) is not Kind.OPTIMIZER or not node.args:
+            return
+        params = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "params"), None)
+        if params is None and node.args[0].keyword is None:
+            params = node.args[0].value
+        for expr in _parameter_sources(params):
+            if isinstance(expr, cst.Name):
+                self.model.fed_optimizer_names.add(expr)
+            elif self._is_self_attribute(expr):
+                self.class_stack[-1].attributes_feeding_optimizer.add(expr.attr.value)
+
+
+def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpression]:
+    """``m`` in ``m.parameters()``, ``m.named_parameters()``, ``[*m.parameters(), ...]`` and
+    param-group dicts ``{"params": m.parameters()}``."""
+    if expr is None:
+        return
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in ("parameters", "named_parameters"):
+            yield expr.func.value
+        return
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "filter") and expr.args:
+        yield from _parameter_sources(expr.args[-1].value)
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        for element in expr.elements:
+            yield from _parameter_sources(element.value)
+    elif isinstance(expr, cst.Dict):
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) and element.key.evaluated_value == "params":
+                yield from _parameter_sources(element.value)
+    elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        yield from _parameter_sources(expr.elt)
+        for comp in _comp_fors(expr.for_in):
+            yield from _parameter_sources(comp.iter)
+    elif isinstance(expr, cst.BinaryOperation):
+        yield from _parameter_sources(expr.left)
+        yield from _parameter_sources(expr.right)
+
+
+def _comp_fors(comp: cst.CompFor | None) -> Iterator[cst.CompFor]:
+    while comp is not None:
+        yield comp
+        comp = comp.inner_for_in
+
+
+class SemanticModel:
+    """Facts about one file's PyTorch objects. Build it with ``SemanticModel.build(wrapper)``."""
+
+    METADATA = (ScopeProvider, QualifiedNameProvider, ParentNodeProvider, PositionProvider)
+
+    def __init__(self, wrapper: MetadataWrapper) -> None:
+        self.wrapper = wrapper
+        self.module = wrapper.module
+        self.scopes = wrapper.resolve(ScopeProvider)
+        self._qnames = wrapper.resolve(QualifiedNameProvider)
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.positions = wrapper.resolve(PositionProvider)
+        self.classes: dict[cst.ClassDef, ClassInfo] = {}
+        self.functions: dict[str, list[cst.FunctionDef]] = {}
+        self.bound_values: dict[cst.Name, cst.BaseExpression] = {}
+        self.annotations: dict[cst.CSTNode, cst.BaseExpression] = {}
+        self.fed_optimizer_names: set[cst.Name] = set()
+        self._fed_bindings: set[Assignment] | None = None
+        self._kind_cache: dict[cst.CSTNode, Kind | None] = {}
+        self._in_progress: set[cst.CSTNode] = set()
+        self.module.visit(_Collector(self))
+
+    # --- names -------------------------------------------------------------------------
+
+    def qualified_names(self, node: cst.CSTNode) -> list[str]:
+        """Every qualified name of ``node``, sorted (LibCST gives a set)."""
+        names = self._qnames.get(node, ())
+        if isinstance(names, LazyValue):  # QualifiedNameProvider computes each node's names on demand
+            names = names()
+        return sorted(q.name for q in names)
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of ``node``, chosen deterministically: a torch name first."""
+        names = self.qualified_names(node)
+        if not names:
+            return None
+        torch_names = [n for n in names if n == "torch" or n.startswith("torch.")]
+        return (torch_names or names)[0]
+
+    def is_call_to(self, node: cst.CSTNode, *qnames: str) -> bool:
+        return isinstance(node, cst.Call) and self.qualified_name(node.func) in qnames
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        node = self.parents.get(node)
+        while node is not None:
+            yield node
+            node = self.parents.get(node)
+
+    def enclosing_class(self, node: cst.CSTNode) -> ClassInfo | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                return self.classes.get(ancestor)
+        return None
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        return next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+
+    # --- kinds -------------------------------------------------------------------------
+
+    def class_kind(self, info: ClassInfo, seen: frozenset = frozenset()) -> Kind | None:
+        """The kind of a class defined in this file, from its bases (followed through local
+        classes)."""
+        for base in info.base_names:
+            if base in _BASE_KINDS:
+                return _BASE_KINDS[base]
+            kind = _module_class_kind(base)
+            if kind is not None:
+                return kind
+        for arg in info.node.bases:
+            local = self._local_class(arg.value)
+            if local is not None and local.node not in seen:
+                kind = self.class_kind(local, seen | {info.node})
+                if kind is not None:
+                    return kind
+        return None
+
+    def _local_class(self, expr: cst.BaseExpression) -> ClassInfo | None:
+        if not isinstance(expr, cst.Name):
+            return None
+        for assignment in self._assignments(expr):
+            if isinstance(assignment.node, cst.ClassDef):
+                return self.classes.get(assignment.node)
+        return None
+
+    def _assignments(self, name: cst.Name) -> list[Assignment]:
+        scope: Scope | None = self.scopes.get(name)
+        if scope is None:
+            return []
+        found: set[Assignment] = set()
+        try:
+            accesses = scope.accesses[name]
+        except KeyError:
+            accesses = ()
+        for access in accesses:
+            found.update(r for r in access.referents if isinstance(r, Assignment))
+        if not found:
+            # A name read in a nested function or before its binding: fall back to the
+            # bindings visible from its scope.
+            found.update(a for a in scope[name.value] if isinstance(a, Assignment))
+        return sorted(found, key=lambda a: self._sort_key(a.node))
+
+    def _sort_key(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.positions.get(node)
+        return (pos.start.line, pos.start.column) if pos else (0, 0)
+
+    def call_kind(self, call: cst.Call, follow_names: bool = True) -> Kind | None:
+        """The kind of object a call returns."""
+        qname = self.qualified_name(call.func)
+        if qname is not None:
+            kind = _module_class_kind(qname)
+            if kind is not None:
+                return kind
+            if qname == "torch.compile" and call.args and follow_names:
+                return self.kind(call.args[0].value)
+        if not follow_names:
+            return None
+        if isinstance(call.func, cst.Name):
+            for assignment in self._assignments(call.func):
+                if isinstance(assignment.node, cst.ClassDef) and assignment.node in self.classes:
+                    return self.class_kind(self.classes[assignment.node])
+                if isinstance(assignment.node, cst.FunctionDef):
+                    return self._return_kind(assignment.node)
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in MODULE_RETURNS_SELF:
+            if self.kind(call.func.value) is Kind.MODULE:
+                return Kind.MODULE
+        return None
+
+    def _return_kind(self, function: cst.FunctionDef) -> Kind | None:
+        kinds = set()
+
+        class Returns(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is function
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return False
+
+            def visit_Return(inner, node: cst.Return) -> None:
+                if node.value is not None:
+                    value = node.value
+                    if isinstance(value, cst.Tuple):
+                        return
+                    kinds.add(self.kind(value))
+
+        function.visit(Returns())
+        kinds.discard(None)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def kind_of_annotation(self, annotation: cst.BaseExpression) -> Kind | None:
+        if isinstance(annotation, cst.Subscript):  # Optional[nn.Module]
+            qname = self.qualified_name(annotation.value)
+            if qname in ("typing.Optional",) and annotation.slice:
+                element = annotation.slice[0].slice
+                if isinstance(element, cst.Index):
+                    return self.kind_of_annotation(element.value)
+            return None
+        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+            kinds = {self.kind_of_annotation(annotation.left), self.kind_of_annotation(annotation.right)} - {None}
+            return kinds.pop() if len(kinds) == 1 else None
+        for qname in self.qualified_names(annotation):
+            if qname in _BASE_KINDS:
+                return _BASE_KINDS[qname]
+            kind = _module_class_kind(qname)
+            if kind is not None:
+                return kind
+        local = self._local_class(annotation) if isinstance(annotation, cst.Name) else None
+        return self.class_kind(local) if local is not None else None
+
+    def kind(self, expr: cst.BaseExpression) -> Kind | None:
+        """What ``expr`` holds, if the file says: an ``nn.Module``, an optimizer, a scheduler,
+        a loss function or a grad scaler. ``None`` when unknown."""
+        if expr in self._kind_cache:
+            return self._kind_cache[expr]
+        if expr in self._in_progress:  # model = model.to(device): a cycle through the same name
+            return None
+        self._in_progress.add(expr)
+        try:
+            kind = self._kind(expr)
+        finally:
+            self._in_progress.discard(expr)
+        self._kind_cache[expr] = kind
+        return kind
+
+    def _kind(self, expr: cst.BaseExpression) -> Kind | None:
+        if isinstance(expr, cst.Call):
+            return self.call_kind(expr)
+        if isinstance(expr, cst.Name):
+            return self._name_kind(expr)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in MODULE_WRAPPED_ATTRS and self.kind(expr.value) is Kind.MODULE:
+                return Kind.MODULE
+            info = self._self_class(expr)
+            if info is not None:
+                return self._attribute_kind(info, expr.attr.value)
+        return None
+
+    def _name_kind(self, name: cst.Name) -> Kind | None:
+        kinds = set()
+        assignments = self._assignments(name)
+        if self._fed_bindings is None:
+            self._fed_bindings = {a for fed in self.fed_optimizer_names for a in self._assignments(fed)}
+        if self._fed_bindings.intersection(assignments):
+            kinds.add(Kind.MODULE)
+        for assignment in assignments:
+            node = assignment.node
+            if isinstance(node, cst.Param):
+                if node in self.annotations:
+                    kinds.add(self.kind_of_annotation(self.annotations[node]))
+            elif isinstance(node, cst.Name):
+                if node in self.bound_values:
+                    kinds.add(self.kind(self.bound_values[node]))
+                if node in self.annotations:
+                    kinds.add(self.kind_of_annotation(self.annotations[node]))
+        kinds.discard(None)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _self_class(self, expr: cst.Attribute) -> ClassInfo | None:
+        if not isinstance(expr.value, cst.Name):
+            return None
+        function = self.enclosing_function(expr)
+        if function is None or not function.params.params or function.params.params[0].name.value != expr.value.value:
+            return None
+        # The function must be a method: its parent (through the class body) is a class.
+        info = self.enclosing_class(function)
+        return info
+
+    def _attribute_kind(self, info: ClassInfo, attr: str) -> Kind | None:
+        kinds = {self.kind(value) for value in info.attribute_values.get(attr, ())}
+        kinds.update(self.kind_of_annotation(a) for a in info.attribute_annotations.get(attr, ()))
+        if attr in info.attributes_feeding_optimizer:
+            kinds.add(Kind.MODULE)
+        kinds.discard(None)
+        return kinds.pop() if len(kinds) == 1 else None
