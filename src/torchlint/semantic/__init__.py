@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterator
 
 import libcst as cst
@@ -235,6 +236,29 @@ class SemanticModel:
         self._kind_cache: dict[cst.CSTNode, Kind | None] = {}
         self._in_progress: set[cst.CSTNode] = set()
         self.module.visit(_Collector(self))
+
+    # --- facets, each computed on first use ----------------------------------------------
+
+    @cached_property
+    def training(self):
+        """Training iterations, optimizer steps, gradient clearing, loss tensors."""
+        from torchlint.semantic.training import TrainingFacts
+
+        return TrainingFacts(self)
+
+    @cached_property
+    def evaluation(self):
+        """Evaluation scopes and whether the model is in eval mode / grad is off there."""
+        from torchlint.semantic.evaluation import EvaluationFacts
+
+        return EvaluationFacts(self)
+
+    @cached_property
+    def devices(self):
+        """Device choices: hardcoded CUDA strings and calls, availability guards, `device` names."""
+        from torchlint.semantic.devices import DeviceFacts
+
+        return DeviceFacts(self)
 
     # --- names -------------------------------------------------------------------------
 
