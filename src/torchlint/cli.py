@@ -111,7 +111,7 @@ def check(
     if stdin:
         data = sys.stdin.buffer.read()
         result = lint_source(data, None, settings, options)
-        reports = [FileReport("-", result.findings, result.fixed_count, errors=list(result.errors))]
+        reports = [FileReport("-", result.findings, result.fixed_count)]
         if diff:
             from torchlint.engine import unified_diff
 

@@ -6,6 +6,7 @@ answered by ``Settings.rules_for``.
 
 from __future__ import annotations
 
+import os.path
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,14 +55,13 @@ class Settings:
         return select_rules(self.select + self.extend_select, self.ignore)
 
     def relative(self, path: Path) -> str | None:
-        try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
-            return None
+        # abspath, not resolve: a symlink loop must not raise here (reading it reports TL000).
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(self.root))
+        return None if rel.startswith("..") else Path(rel).as_posix()
 
-    def is_excluded(self, path: Path) -> bool:
+    def is_excluded(self, path: Path, is_dir: bool = False) -> bool:
         rel = self.relative(path)
-        return rel is not None and self._exclude_spec.match_file(rel)
+        return rel is not None and self._exclude_spec.match_file(rel + "/" if is_dir else rel)
 
     def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
         rules = self.enabled
@@ -183,7 +183,5 @@ def resolve_settings(
 
 
 def _common_dir(paths: list[Path]) -> str:
-    import os.path
-
     dirs = [str(p if p.is_dir() else p.parent) for p in paths]
     return os.path.commonpath(dirs)

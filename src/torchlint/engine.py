@@ -5,12 +5,13 @@ It knows nothing about PyTorch: rules and the semantic model bring that.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import libcst as cst
@@ -35,25 +36,35 @@ class SourceResult:
     source: bytes
     fixed_source: bytes  # equal to ``source`` when nothing was fixed
     fixed_count: int = 0
-    errors: list[str] = field(default_factory=list)  # internal errors: the run exits 2
 
 
-def parse_error_finding(error: Exception) -> Finding:
-    """TL000 for source that cannot be decoded or parsed, at the parser's position."""
-    if isinstance(error, cst.ParserSyntaxError):
-        row, col = error.raw_line, error.raw_column + 1
-        message = f"SyntaxError: {error.message}"
-    elif isinstance(error, (UnicodeDecodeError, LookupError, SyntaxError)):
-        row, col = 1, 1
-        message = f"cannot decode file: {error}"
-    else:
-        row, col = 1, 1
-        message = f"cannot parse file: {type(error).__name__}: {error}"
+def _error(message: str, row: int = 1, col: int = 1) -> Finding:
     return Finding(INVALID_FILE, message, Location(row, col), Location(row, col))
 
 
 def parse(source: bytes | str) -> cst.Module:
+    """Parse with LibCST, after Python's own parser has accepted the source: it names the
+    position and reason of a syntax error best, and it refuses nesting so deep that LibCST's
+    native parser would overflow its stack and crash the process."""
+    compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
     return cst.parse_module(source)
+
+
+def parse_error_finding(error: Exception) -> Finding:
+    """TL000 for source that cannot be decoded or parsed."""
+    if isinstance(error, (UnicodeDecodeError, LookupError)):
+        return _error(f"cannot decode file: {error}")
+    if isinstance(error, SyntaxError):
+        row, col = error.lineno or 1, max(error.offset or 1, 1)
+        if error.msg.startswith("(unicode error)"):
+            return _error(f"cannot decode file: {error.msg.removeprefix('(unicode error)').strip()}", row, col)
+        reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
+        return _error(f"SyntaxError: {reason}", row, col)
+    if isinstance(error, cst.ParserSyntaxError):
+        return _error(f"SyntaxError: {error.message}", error.raw_line, error.raw_column + 1)
+    if isinstance(error, (RecursionError, MemoryError)):
+        return _error("the file is nested too deeply to parse")
+    return _error(f"cannot parse file: {type(error).__name__}: {error}")
 
 
 # --- suppression ------------------------------------------------------------------------
@@ -226,23 +237,23 @@ def lint_module_source(
     ``source`` is bytes for a file (its encoding, BOM and line endings are kept) or text for
     a notebook's joined cells. Findings come back sorted, with suppressed ones removed.
     """
-    original = source
     try:
         module = parse(source)
     except Exception as error:  # any parse failure is a finding, never a crash
-        return SourceResult([parse_error_finding(error)], original, original)
+        return SourceResult([parse_error_finding(error)], source, source)
+    try:
+        return _lint_module(source, module, rules, fix_mode, with_edits)
+    except RecursionError:  # the visitors recurse once per nesting level
+        return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
+
+
+def _lint_module(source, module, rules, fix_mode, with_edits) -> SourceResult:
     suppressions = find_suppressions(module.code)
     if suppressions.file_all:
-        return SourceResult([], original, original)
+        return SourceResult([], source, source)
     fixed_count = 0
-    errors: list[str] = []
     for _ in range(MAX_FIX_PASSES):
-        try:
-            findings, wrapper = run_rules(module, rules)
-        except RecursionError:
-            errors.append("the file is nested too deeply to analyse")
-            findings, wrapper = [], None
-            break
+        findings, wrapper = run_rules(module, rules)
         findings = [f for f in findings if not suppressions.suppresses(f)]
         findings.sort(key=_sort_key)
         fixes = [f.fix for f in findings if f.fix is not None and f.fix.applicability in fix_mode]
@@ -253,17 +264,15 @@ def lint_module_source(
             break
         fixed_count += applied
         suppressions = find_suppressions(module.code)
-    if with_edits:
-        for finding in findings:
-            if finding.fix is not None:
-                finding.fix = dataclasses.replace(finding.fix, edits=render_edits(module, finding.fix))
     for finding in findings:
         if finding.fix is not None:
-            finding.fix = dataclasses.replace(finding.fix, changes={})
-    output = module.bytes if isinstance(original, bytes) else module.code
+            edits = render_edits(module, finding.fix) if with_edits else ()
+            finding.fix = dataclasses.replace(finding.fix, changes={}, edits=edits)
     if fixed_count == 0:
-        output = original
-    return SourceResult(_dedupe(findings), original, output, fixed_count, errors)
+        output = source
+    else:
+        output = module.bytes if isinstance(source, bytes) else module.code
+    return SourceResult(_dedupe(findings), source, output, fixed_count)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

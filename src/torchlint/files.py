@@ -82,7 +82,7 @@ def _walk(top: Path, settings: Settings) -> Iterator[Path]:
             d for d in dirnames
             if d not in SKIPPED_DIRS
             and not _ignored(resolved / d, True, specs)
-            and not settings.is_excluded(directory / d)
+            and not settings.is_excluded(directory / d, is_dir=True)
         )
         for name in sorted(filenames):
             if not name.endswith(SOURCE_SUFFIXES):

@@ -69,7 +69,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions) -> FileRepor
         if cached is not None:
             return FileReport(shown, cached)
     result = lint_source(source, path, settings, options)
-    report = FileReport(shown, result.findings, result.fixed_count, errors=[f"{shown}: {e}" for e in result.errors])
+    report = FileReport(shown, result.findings, result.fixed_count)
     if result.fixed_source != source:
         if options.diff:
             report.diff = unified_diff(_text(source), _text(result.fixed_source), shown)
@@ -78,7 +78,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions) -> FileRepor
                 write_atomic(path, result.fixed_source)
             except OSError as error:
                 report.errors.append(f"{shown}: cannot write the fixed file: {error.strerror or error}")
-    elif key is not None and not result.errors:
+    elif key is not None:
         cache.store(settings.root, key, result.findings)
     return report
 

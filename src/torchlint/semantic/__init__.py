@@ -342,6 +342,25 @@ class SemanticModel:
             found.update(a for a in scope[name.value] if isinstance(a, Assignment))
         return sorted(found, key=lambda a: self._sort_key(a.node))
 
+    def _reaching(self, name: cst.Name, assignments: list[Assignment]) -> list[Assignment]:
+        """The bindings of ``name`` that reach it in straight-line code: of those in its own
+        scope, the last one that takes effect before it (``model = model.state_dict()``
+        replaces the module). Bindings from enclosing scopes all count."""
+        scope = self.scopes.get(name)
+        use = self._sort_key(name)
+        before = [a for a in assignments if a.scope is scope and self._effect_key(a) <= use]
+        if not before:
+            return assignments
+        return [max(before, key=self._effect_key)] + [a for a in assignments if a.scope is not scope]
+
+    def _effect_key(self, assignment: Assignment) -> tuple[int, int]:
+        # An assignment takes effect once its value is computed.
+        value = self.bound_values.get(assignment.node)
+        if value is not None and value in self.positions:
+            end = self.positions[value].end
+            return (end.line, end.column)
+        return self._sort_key(assignment.node)
+
     def _sort_key(self, node: cst.CSTNode) -> tuple[int, int]:
         pos = self.positions.get(node)
         return (pos.start.line, pos.start.column) if pos else (0, 0)
@@ -439,7 +458,7 @@ class SemanticModel:
 
     def _name_kind(self, name: cst.Name) -> Kind | None:
         kinds = set()
-        assignments = self._assignments(name)
+        assignments = self._reaching(name, self._assignments(name))
         if self._fed_bindings is None:
             self._fed_bindings = {a for fed in self.fed_optimizer_names for a in self._assignments(fed)}
         if self._fed_bindings.intersection(assignments):

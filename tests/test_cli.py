@@ -1,0 +1,258 @@
+"""The command line, through click's runner and through the installed `torchlint` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint import __version__
+from torchlint.cli import main
+from torchlint.rule import all_rules
+
+BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+GOOD = BAD.replace("torch.save(model,", "torch.save(model.state_dict(),")
+
+
+def run(*args: str, input: bytes | None = None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text(GOOD)
+    return tmp_path
+
+
+def test_check_reports_and_exits_1(project):
+    result = run("check", "bad.py", "good.py", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "bad.py:4:12: TL501 [*] `torch.save` of a whole `nn.Module`" in result.output
+    assert "good.py" not in result.output.split("Found")[0]
+    assert "Found 1 error." in result.output
+
+
+def test_check_is_the_default_command(project):
+    assert run("bad.py").exit_code == 1
+    assert run("good.py").exit_code == 0
+    assert "All checks passed!" in run("good.py").output
+
+
+def test_text_format_shows_source_and_help(project):
+    out = run("bad.py").output
+    assert " 4 | torch.save(model, 'm.pt')" in out
+    assert "^^^^^" in out and "help: Save `state_dict()` instead" in out
+
+
+def test_fix_rewrites_in_place_and_exits_0(project):
+    result = run("--fix", "bad.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "bad.py").read_text() == GOOD
+    assert "1 fixed" in result.output
+    assert run("check", "--fix", "bad.py").exit_code == 0
+
+
+def test_unsafe_fixes_flag_is_accepted(project):
+    assert run("--fix", "--unsafe-fixes", "bad.py").exit_code == 0
+    assert (project / "bad.py").read_text() == GOOD
+
+
+def test_diff_changes_nothing(project):
+    result = run("--diff", "bad.py")
+    assert result.exit_code == 1
+    assert "-torch.save(model, 'm.pt')" in result.output and "+torch.save(model.state_dict(), 'm.pt')" in result.output
+    assert (project / "bad.py").read_text() == BAD
+    assert run("--diff", "good.py").exit_code == 0
+
+
+def test_select_ignore_and_prefixes(project):
+    assert run("bad.py", "--select", "TL5").exit_code == 1
+    assert run("bad.py", "--select", "TL501").exit_code == 1
+    assert run("bad.py", "--ignore", "TL501").exit_code == 0
+    assert run("bad.py", "--ignore", "TL5").exit_code == 0
+    # The more specific selector wins, as in ruff.
+    assert run("bad.py", "--select", "TL501", "--ignore", "TL5").exit_code == 1
+    assert run("bad.py", "--select", "TL000", "--extend-select", "TL501").exit_code == 1
+
+
+def test_unknown_selector_is_a_usage_error(project):
+    result = run("bad.py", "--select", "TL999")
+    assert result.exit_code == 2 and "unknown rule selector `TL999`" in result.output
+
+
+def test_json_output_is_shaped_like_ruff(project):
+    result = run("bad.py", "--output-format", "json")
+    assert result.exit_code == 1
+    [item] = json.loads(result.output)
+    assert set(item) == {"code", "message", "filename", "location", "end_location", "noqa_row", "url", "fix"}
+    assert item["code"] == "TL501" and item["filename"] == "bad.py"
+    assert item["location"] == {"row": 4, "column": 12} and item["end_location"] == {"row": 4, "column": 17}
+    assert item["noqa_row"] == 4 and item["url"].endswith("#tl501-save-whole-model")
+    assert item["fix"]["applicability"] == "safe"
+    assert item["fix"]["edits"] == [
+        {"content": ".state_dict()", "location": {"row": 4, "column": 17}, "end_location": {"row": 4, "column": 17}}
+    ]
+
+
+def test_json_with_no_findings_is_an_empty_array(project):
+    result = run("good.py", "--output-format", "json")
+    assert result.exit_code == 0 and json.loads(result.output) == []
+
+
+def test_statistics(project):
+    (project / "bad2.py").write_text(BAD)
+    result = run(".", "--statistics")
+    assert result.exit_code == 1
+    assert result.output.split() == ["2", "TL501", "[*]", "save-whole-model"]
+
+
+def test_exit_zero(project):
+    assert run("bad.py", "--exit-zero").exit_code == 0
+
+
+def test_output_is_sorted_by_path_row_and_column(project):
+    (project / "a.py").write_text(BAD + "torch.save(model, 'n.pt')\n")
+    result = run(".", "--output-format", "concise", "--no-cache")
+    lines = [l for l in result.output.splitlines() if ": TL" in l]
+    assert lines == sorted(lines, key=lambda l: (l.split(":")[0], int(l.split(":")[1]), int(l.split(":")[2])))
+    assert [l.split(":")[0] for l in lines] == ["a.py", "a.py", "bad.py"]
+
+
+def test_stdin(project):
+    result = run("-", "--output-format", "concise", input=BAD.encode())
+    assert result.exit_code == 1 and "-:4:12: TL501" in result.output
+    fixed = CliRunner().invoke(main, ["--fix", "-"], input=BAD.encode())
+    assert fixed.stdout == GOOD and fixed.exit_code == 0
+
+
+def test_unreadable_and_unparsable_files_are_tl000_and_others_still_linted(project):
+    (project / "broken.py").write_text("def f(:\n")
+    (project / "latin.py").write_bytes(b"x = '\xff'\n")
+    result = run(".", "missing.py", "--output-format", "concise")
+    assert result.exit_code == 1
+    out = result.output
+    assert "broken.py:1:7: TL000 SyntaxError" in out
+    assert "latin.py:1:8: TL000 cannot decode file: 'utf-8' codec can't decode byte 0xff" in out
+    assert "missing.py:1:1: TL000 cannot read file: No such file or directory" in out
+    assert "bad.py:4:12: TL501" in out
+
+
+def test_symlink_loop_is_reported_not_followed(project):
+    (project / "sub").mkdir()
+    os.symlink(project, project / "sub" / "loop")
+    os.symlink(project / "self.py", project / "self.py")  # a file symlink loop
+    result = run(".", "self.py", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "self.py:1:1: TL000 cannot read file" in result.output
+    assert result.output.count("bad.py:4:12") == 1
+
+
+def test_gitignore_and_exclude_are_honoured(project):
+    (project / ".gitignore").write_text("ignored/\n")
+    for folder in ("ignored", "excluded", "kept", ".venv"):
+        (project / folder).mkdir()
+        (project / folder / "bad.py").write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["excluded/"]\n')
+    out = run(".", "--output-format", "concise").output
+    assert "kept/bad.py" in out
+    assert "ignored/" not in out and "excluded/" not in out and ".venv" not in out
+
+
+def test_config_per_file_ignores_and_select(project):
+    (project / "scripts").mkdir()
+    (project / "scripts" / "bad.py").write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nper-file-ignores = {"scripts/*" = ["TL501"]}\n')
+    out = run(".", "--output-format", "concise").output
+    assert "scripts/bad.py" not in out and "bad.py:4:12" in out
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL5"]\n')
+    assert run(".").exit_code == 0
+
+
+def test_torchlint_toml_and_explicit_config(project):
+    (project / "torchlint.toml").write_text('ignore = ["TL501"]\n')
+    assert run("bad.py").exit_code == 0
+    other = project / "other.toml"
+    other.write_text('[tool.torchlint]\nselect = ["TL501"]\n')
+    other = other.rename(project / "cfg" if False else project / "pyproject.toml")
+    assert run("bad.py", "--config", str(other)).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("[tool.torchlint\n", "cannot parse"),
+        ('[tool.torchlint]\nselect = "TL5"\nbogus = 1\n', "unknown option `bogus`"),
+        ("[tool.torchlint]\nselect = [1]\n", "`select` must be a list of strings"),
+        ('[tool.torchlint]\nignore = ["XY1"]\n', "unknown rule selector `XY1`"),
+    ],
+)
+def test_bad_config_is_a_clear_error_exit_2(project, content, message):
+    (project / "pyproject.toml").write_text(content)
+    result = run("bad.py")
+    assert result.exit_code == 2
+    assert message in result.output and "pyproject.toml" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_rule_docs(project):
+    result = run("rule", "TL501")
+    assert result.exit_code == 0
+    for heading in ("# save-whole-model (TL501)", "## What it does", "## Why is this bad?", "## Fix safety"):
+        assert heading in result.output
+    every = run("rule", "--all").output
+    assert all(f"({rule.code})" in every for rule in all_rules())
+    assert run("rule", "TL999").exit_code == 2
+
+
+def test_version():
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"torchlint {__version__}"
+
+
+def test_cache_is_used_and_can_be_disabled(project):
+    assert run("bad.py").exit_code == 1
+    assert (project / ".torchlint_cache").is_dir()
+    shutil.rmtree(project / ".torchlint_cache")
+    assert run("bad.py", "--no-cache").exit_code == 1
+    assert not (project / ".torchlint_cache").exists()
+
+
+def test_cached_result_follows_content_changes(project):
+    assert run("bad.py").exit_code == 1
+    (project / "bad.py").write_text(GOOD)
+    assert run("bad.py").exit_code == 0
+
+
+def test_parallel_jobs_give_the_same_output(project):
+    for i in range(12):
+        (project / f"m{i:02}.py").write_text(BAD)
+    serial = run(".", "-j", "1", "--no-cache", "--output-format", "json").output
+    parallel = run(".", "-j", "2", "--no-cache", "--output-format", "json").output
+    assert serial == parallel and len(json.loads(serial)) == 13
+
+
+def test_fix_keeps_file_mode(project):
+    os.chmod(project / "bad.py", 0o751)
+    run("--fix", "bad.py")
+    assert (project / "bad.py").stat().st_mode & 0o777 == 0o751
+    assert not [p for p in project.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_installed_command_in_a_subprocess(project):
+    exe = shutil.which("torchlint", path=os.path.dirname(sys.executable)) or shutil.which("torchlint")
+    assert exe, "the torchlint console script is not installed"
+    proc = subprocess.run([exe, "check", "bad.py", "--output-format", "concise"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "bad.py:4:12: TL501" in proc.stdout
+    proc = subprocess.run([exe, "--fix", "bad.py"], capture_output=True, text=True)
+    assert proc.returncode == 0 and (project / "bad.py").read_text() == GOOD
+    proc = subprocess.run([exe, "check", "--select", "BOGUS"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown rule selector" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("torchlint ")

@@ -1,0 +1,120 @@
+"""The engine: parsing, suppression, fixes, encodings, and what it refuses to do."""
+
+from __future__ import annotations
+
+import sys
+
+import libcst as cst
+
+from torchlint.config import select_rules
+from torchlint.engine import FixMode, find_suppressions, lint_module_source, render_edits, run_rules
+
+TL501 = select_rules(["TL501"], [])
+BAD = b"import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+GOOD = b"import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'm.pt')\n"
+
+
+def test_finding_has_one_based_range_and_safe_fix():
+    [finding] = lint_module_source(BAD, TL501).findings
+    assert (finding.code, finding.start.row, finding.start.column) == ("TL501", 4, 12)
+    assert (finding.end.row, finding.end.column) == (4, 17)
+    assert finding.fix is not None and finding.fix.applicability == "safe"
+
+
+def test_fix_rewrites_and_is_idempotent():
+    result = lint_module_source(BAD, TL501, FixMode.SAFE)
+    assert result.fixed_source == GOOD
+    assert result.fixed_count == 1 and result.findings == []
+    assert lint_module_source(GOOD, TL501, FixMode.SAFE).fixed_source == GOOD
+
+
+def test_syntax_error_is_tl000_at_the_parser_position():
+    [finding] = lint_module_source(b"x = 1\nfor x in y\n    pass\n", TL501).findings
+    assert finding.code == "TL000" and finding.start.row == 2
+    assert "SyntaxError" in finding.message
+
+
+def test_undecodable_bytes_are_tl000():
+    [finding] = lint_module_source(b"x = '\xff\xfe'\n", TL501).findings
+    assert finding.code == "TL000" and finding.message.startswith("cannot decode file: 'utf-8' codec")
+    [finding] = lint_module_source(b"# -*- coding: nonesuch -*-\nx = 1\n", TL501).findings
+    assert finding.code == "TL000" and "nonesuch" in finding.message
+    [finding] = lint_module_source(b"x = 1\x00\n", TL501).findings
+    assert finding.code == "TL000" and "null bytes" in finding.message
+
+
+def test_empty_source_is_clean():
+    assert lint_module_source(b"", TL501).findings == []
+
+
+def test_crlf_bom_and_encoding_are_kept():
+    bom_crlf = b"\xef\xbb\xbf" + BAD.replace(b"\n", b"\r\n")
+    fixed = lint_module_source(bom_crlf, TL501, FixMode.SAFE).fixed_source
+    assert fixed == b"\xef\xbb\xbf" + GOOD.replace(b"\n", b"\r\n")
+    latin = b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + BAD
+    assert lint_module_source(latin, TL501, FixMode.SAFE).fixed_source == b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + GOOD
+
+
+def test_line_noqa_suppresses_only_its_codes():
+    assert lint_module_source(BAD.replace(b"'m.pt')", b"'m.pt')  # noqa: TL501"), TL501).findings == []
+    assert lint_module_source(BAD.replace(b"'m.pt')", b"'m.pt')  # noqa"), TL501).findings == []
+    assert len(lint_module_source(BAD.replace(b"'m.pt')", b"'m.pt')  # noqa: TL101"), TL501).findings) == 1
+
+
+def test_file_noqa_forms():
+    assert lint_module_source(b"# torchlint: noqa\n" + BAD, TL501).findings == []
+    assert lint_module_source(b"# torchlint: noqa: TL501\n" + BAD, TL501).findings == []
+    assert len(lint_module_source(b"# torchlint: noqa: TL101\n" + BAD, TL501).findings) == 1
+
+
+def test_noqa_inside_a_string_is_not_a_comment():
+    suppressions = find_suppressions("x = '# noqa'\ny = 1  # noqa: TL501\n")
+    assert 1 not in suppressions.lines and suppressions.lines[2] == {"TL501"}
+
+
+def test_overlapping_fixes_are_applied_over_passes():
+    # Two findings whose fixes touch nested nodes: both end up fixed, deterministically.
+    source = b"import torch\nfrom torch import nn\nm = nn.Linear(2, 2)\ntorch.save(m, 'a')\ntorch.save(m, 'b')\n"
+    result = lint_module_source(source, TL501, FixMode.SAFE)
+    assert result.fixed_source.count(b"m.state_dict()") == 2
+
+
+def test_fix_that_does_not_parse_is_dropped():
+    from torchlint.engine import apply_fixes
+    from torchlint.rule import Fix
+
+    module = cst.parse_module("x = 1\n")
+    findings, wrapper = run_rules(module, ())
+    target = module.body[0].body[0].value
+    # A keyword validates as a name but does not parse.
+    broken = Fix("break it", {target: cst.Name("if")})
+    fixed, applied = apply_fixes(module, wrapper, [broken])
+    assert applied == 0 and fixed.code == "x = 1\n"
+
+
+def test_render_edits_gives_the_minimal_span():
+    module = cst.parse_module(BAD.decode())
+    findings, _ = run_rules(module, TL501)
+    [edit] = render_edits(module, findings[0].fix)
+    assert edit.content == ".state_dict()"
+    assert (edit.start.row, edit.start.column, edit.end.row, edit.end.column) == (4, 17, 4, 17)
+
+
+def test_deeply_nested_source_does_not_crash():
+    source = ("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n").encode()
+    result = lint_module_source(source, TL501)
+    [finding] = result.findings
+    assert finding.code == "TL000" and "nested" in finding.message
+
+
+def test_lint_path_never_imports_torch():
+    import subprocess
+
+    code = (
+        "import sys; from torchlint.cli import main\n"
+        "from torchlint.engine import lint_module_source; from torchlint.config import select_rules\n"
+        f"lint_module_source({BAD!r}, select_rules(['TL'], []))\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'pygls' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
