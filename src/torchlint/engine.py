@@ -11,6 +11,7 @@ import difflib
 import io
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -46,7 +47,9 @@ def parse(source: bytes | str) -> cst.Module:
     """Parse with LibCST, after Python's own parser has accepted the source: it names the
     position and reason of a syntax error best, and it refuses nesting so deep that LibCST's
     native parser would overflow its stack and crash the process."""
-    compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
+    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
+        warnings.simplefilter("ignore")
+        compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
     return cst.parse_module(source)
 
 
