@@ -468,6 +468,8 @@ class SemanticModel:
             if isinstance(node, cst.Param):
                 if node in self.annotations:
                     kinds.add(self.kind_of_annotation(self.annotations[node]))
+                else:
+                    kinds.add(self._self_param_kind(node))
             elif isinstance(node, cst.Name):
                 if node in self.bound_values:
                     kinds.add(self.kind(self.bound_values[node]))
@@ -475,6 +477,18 @@ class SemanticModel:
                     kinds.add(self.kind_of_annotation(self.annotations[node]))
         kinds.discard(None)
         return kinds.pop() if len(kinds) == 1 else None
+
+    def _self_param_kind(self, param: cst.Param) -> Kind | None:
+        """``self`` in a method of a class of known kind (``torch.save(self, path)`` in a module)."""
+        function = self.enclosing_function(param)
+        if function is None or not function.params.params or function.params.params[0] is not param:
+            return None
+        if any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators):
+            return None
+        parent = self.parent(self.parent(function))  # FunctionDef -> IndentedBlock -> ClassDef
+        if isinstance(parent, cst.ClassDef) and parent in self.classes:
+            return self.class_kind(self.classes[parent])
+        return None
 
     def _self_class(self, expr: cst.Attribute) -> ClassInfo | None:
         if not isinstance(expr.value, cst.Name):
