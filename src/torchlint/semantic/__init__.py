@@ -353,6 +353,11 @@ class SemanticModel:
             return assignments
         return [max(before, key=self._effect_key)] + [a for a in assignments if a.scope is not scope]
 
+    def values(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """The values bound to ``name`` that reach it (see ``_reaching``)."""
+        assignments = self._reaching(name, self._assignments(name))
+        return [self.bound_values[a.node] for a in assignments if a.node in self.bound_values]
+
     def _effect_key(self, assignment: Assignment) -> tuple[int, int]:
         # An assignment takes effect once its value is computed.
         value = self.bound_values.get(assignment.node)
