@@ -277,6 +277,19 @@ class SemanticModel:
         torch_names = [n for n in names if n == "torch" or n.startswith("torch.")]
         return (torch_names or names)[0]
 
+    @cached_property
+    def torch_alias(self) -> str | None:
+        """The name the module binds ``torch`` to at top level (``import torch as th``: ``th``),
+        for fixes that must write a torch call; None when torch itself is not imported."""
+        for statement in self.module.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            if isinstance(alias.name, cst.Name) and alias.name.value == "torch":
+                                return alias.asname.name.value if alias.asname else "torch"
+        return None
+
     def is_call_to(self, node: cst.CSTNode, *qnames: str) -> bool:
         return isinstance(node, cst.Call) and self.qualified_name(node.func) in qnames
 

@@ -1,0 +1,48 @@
+import libcst as cst
+
+from torchlint.rule import Rule
+
+
+class UnsafeTorchLoad(Rule):
+    """
+    ## What it does
+    Finds `torch.load(..., weights_only=False)`.
+
+    ## Why is this bad?
+    With `weights_only=False`, `torch.load` unpickles the file, and unpickling runs arbitrary
+    code: a checkpoint downloaded from the internet, or shared on a cluster, can execute
+    anything with your permissions. Since PyTorch 2.6 the default is `weights_only=True`,
+    which loads tensors, state dicts and plain containers safely.
+
+    ## Example
+    ```python
+    state = torch.load("checkpoint.pt", weights_only=False)
+    ```
+
+    ## Use instead
+    ```python
+    state = torch.load("checkpoint.pt", weights_only=True)
+    # or, for trusted files holding other types:
+    torch.serialization.add_safe_globals([MyConfig])
+    state = torch.load("checkpoint.pt")
+    ```
+
+    ## Fix safety
+    There is no fix: whether a file is trusted, and which types it must be allowed to hold,
+    is for the author to decide.
+
+    ## References
+    - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
+    """
+
+    code = "TL502"
+    name = "unsafe-torch-load"
+    message = "`torch.load(..., weights_only=False)` unpickles the file, which can run arbitrary code"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.semantic.is_call_to(node, "torch.load"):
+            return
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "weights_only":
+                if isinstance(arg.value, cst.Name) and arg.value.value == "False":
+                    self.report(arg)

@@ -1,0 +1,57 @@
+import libcst as cst
+
+from torchlint.rule import Applicability, Fix, Rule
+
+
+class LoadWithoutMapLocation(Rule):
+    """
+    ## What it does
+    Finds `torch.load` of a checkpoint with no `map_location`.
+
+    ## Why is this bad?
+    Tensors are restored to the device they were saved from. A checkpoint saved on a GPU
+    then fails to load on a machine without one (`RuntimeError: Attempting to deserialize
+    object on a CUDA device but torch.cuda.is_available() is False`), and on a multi-GPU
+    machine every process loads onto the saving GPU.
+
+    ## Example
+    ```python
+    model.load_state_dict(torch.load("model.pt"))
+    ```
+
+    ## Use instead
+    ```python
+    model.load_state_dict(torch.load("model.pt", map_location="cpu"))
+    # or map_location=device
+    ```
+
+    ## Fix safety
+    The fix adds `map_location="cpu"` and is unsafe: the loaded tensors then live on the CPU,
+    which is right before `load_state_dict` (it copies into the model's own device) but not
+    for code that uses the loaded tensors directly on a GPU.
+
+    ## References
+    - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)
+    """
+
+    code = "TL503"
+    name = "load-without-map-location"
+    message = "`torch.load` without `map_location` fails on a machine without the device the file was saved from"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.semantic.is_call_to(node, "torch.load") or not node.args:
+            return
+        if any(arg.star == "**" for arg in node.args):
+            return  # a splatted **kwargs may carry map_location
+        if len([a for a in node.args if a.keyword is None and a.star == ""]) >= 2:
+            return  # torch.load(f, map_location) positionally
+        if any(arg.keyword is not None and arg.keyword.value == "map_location" for arg in node.args):
+            return
+        last = node.args[-1]
+        args = [*node.args[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))]
+        args.append(cst.Arg(keyword=cst.Name("map_location"), value=cst.SimpleString('"cpu"'),
+                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
+        if isinstance(last.comma, cst.Comma):
+            args[-1] = args[-1].with_changes(comma=last.comma)
+        fix = Fix('Pass `map_location="cpu"`', {node: node.with_changes(args=args)}, Applicability.UNSAFE)
+        self.report(node, fix=fix)

@@ -1,0 +1,51 @@
+import libcst as cst
+
+from torchlint.rule import Applicability, Fix, Rule
+from torchlint.semantic import Kind
+
+
+class ForwardCalledDirectly(Rule):
+    """
+    ## What it does
+    Finds `m.forward(x)` where `m` is a known `nn.Module` (OpenCV's `net.forward()` and other
+    objects of unknown type are left alone, and so is `super().forward(x)`).
+
+    ## Why is this bad?
+    Calling `forward` directly skips `Module.__call__`: forward pre-hooks and hooks do not
+    run, so anything built on them (pruning, quantization observers, `torch.utils.hooks`,
+    profilers, FSDP and DDP bookkeeping) silently does nothing.
+
+    ## Example
+    ```python
+    logits = model.forward(x)
+    ```
+
+    ## Use instead
+    ```python
+    logits = model(x)
+    ```
+
+    ## Fix safety
+    The fix calls the module instead and is unsafe: hooks that were skipped before now run,
+    which is the point, but changes behaviour where hooks are registered.
+
+    ## References
+    - [`torch.nn.Module.__call__` and hooks](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_forward_hook)
+    """
+
+    code = "TL602"
+    name = "forward-called-directly"
+    message = "`{module}.forward(...)` skips the module's hooks; call `{module}(...)`"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "forward"):
+            return
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            return  # self.forward inside the class: the caller already went through __call__
+        if self.semantic.kind(receiver) is not Kind.MODULE:
+            return
+        name = self.context.module.code_for_node(receiver)
+        fix = Fix(f"Call `{name}(...)`", {node: node.with_changes(func=receiver)}, Applicability.UNSAFE)
+        self.report(node, self.message.format(module=name), fix=fix)
