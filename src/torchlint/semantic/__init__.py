@@ -366,10 +366,17 @@ class SemanticModel:
             return assignments
         return [max(before, key=self._effect_key)] + [a for a in assignments if a.scope is not scope]
 
-    def values(self, name: cst.Name) -> list[cst.BaseExpression]:
-        """The values bound to ``name`` that reach it (see ``_reaching``)."""
-        assignments = self._reaching(name, self._assignments(name))
-        return [self.bound_values[a.node] for a in assignments if a.node in self.bound_values]
+    def values(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """The values bound to a name that reach it (see ``_reaching``), or every value
+        assigned to a ``self.`` attribute in its class."""
+        if isinstance(expr, cst.Name):
+            assignments = self._reaching(expr, self._assignments(expr))
+            return [self.bound_values[a.node] for a in assignments if a.node in self.bound_values]
+        if isinstance(expr, cst.Attribute):
+            info = self._self_class(expr)
+            if info is not None:
+                return list(info.attribute_values.get(expr.attr.value, ()))
+        return []
 
     def _effect_key(self, assignment: Assignment) -> tuple[int, int]:
         # An assignment takes effect once its value is computed.
