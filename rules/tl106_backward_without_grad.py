@@ -1,0 +1,64 @@
+import libcst as cst
+
+from torchlint.rule import Rule
+
+GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode")
+
+
+class BackwardWithoutGrad(Rule):
+    """
+    ## What it does
+    Finds `backward()` called inside `torch.no_grad()` or `torch.inference_mode()`, as a
+    `with` block or a decorator of the enclosing function.
+
+    ## Why is this bad?
+    Under `no_grad` no autograd graph is recorded, so the loss has no `grad_fn` and
+    `backward()` raises `RuntimeError: element 0 of tensors does not require grad`; under
+    `inference_mode` the tensors cannot even be used in autograd later.
+
+    ## Example
+    ```python
+    with torch.no_grad():
+        loss = criterion(model(x), y)
+        loss.backward()
+    ```
+
+    ## Use instead
+    ```python
+    loss = criterion(model(x), y)
+    loss.backward()
+    ```
+
+    ## Fix safety
+    There is no fix: which statements were meant to run without gradients is for the author
+    to decide.
+
+    ## References
+    - [Locally disabling gradient computation](https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation)
+    """
+
+    code = "TL106"
+    name = "backward-without-grad"
+    message = "`backward()` inside `{context}`: no graph is recorded there, so there is nothing to differentiate"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward"):
+            return
+        for ancestor in self.semantic.ancestors(node):
+            if isinstance(ancestor, cst.With):
+                for item in ancestor.items:
+                    context = self._grad_off(item.item)
+                    if context:
+                        self.report(node, self.message.format(context=context))
+                        return
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                for decorator in getattr(ancestor, "decorators", ()):
+                    context = self._grad_off(decorator.decorator)
+                    if context:
+                        self.report(node, self.message.format(context=context))
+                return
+
+    def _grad_off(self, expr: cst.BaseExpression) -> str | None:
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        qname = self.semantic.qualified_name(target)
+        return qname.rsplit(".", 1)[-1] if qname in GRAD_OFF else None
