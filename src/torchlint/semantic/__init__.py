@@ -353,14 +353,14 @@ class SemanticModel:
             # A name read in a nested function or before its binding: fall back to the
             # bindings visible from its scope.
             found.update(a for a in scope[name.value] if isinstance(a, Assignment))
-        return sorted(found, key=lambda a: self._sort_key(a.node))
+        return sorted(found, key=lambda a: self.start_key(a.node))
 
     def _reaching(self, name: cst.Name, assignments: list[Assignment]) -> list[Assignment]:
         """The bindings of ``name`` that reach it in straight-line code: of those in its own
         scope, the last one that takes effect before it (``model = model.state_dict()``
         replaces the module). Bindings from enclosing scopes all count."""
         scope = self.scopes.get(name)
-        use = self._sort_key(name)
+        use = self.start_key(name)
         before = [a for a in assignments if a.scope is scope and self._effect_key(a) <= use]
         if not before:
             return assignments
@@ -384,9 +384,9 @@ class SemanticModel:
         if value is not None and value in self.positions:
             end = self.positions[value].end
             return (end.line, end.column)
-        return self._sort_key(assignment.node)
+        return self.start_key(assignment.node)
 
-    def _sort_key(self, node: cst.CSTNode) -> tuple[int, int]:
+    def start_key(self, node: cst.CSTNode) -> tuple[int, int]:
         pos = self.positions.get(node)
         return (pos.start.line, pos.start.column) if pos else (0, 0)
 

@@ -205,7 +205,7 @@ class TrainingFacts:
                     iteration.steps.append(step)
         for iteration in by_loop.values():
             iteration.clears = [c for c in self.clear_nodes if self._inside(c, iteration.loop)]
-        return sorted(by_loop.values(), key=lambda it: self.model._sort_key(it.loop))
+        return sorted(by_loop.values(), key=lambda it: self.model.start_key(it.loop))
 
     def _inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         return any(a is container for a in self.model.ancestors(node))
