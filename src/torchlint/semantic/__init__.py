@@ -333,12 +333,13 @@ class SemanticModel:
     def _local_class(self, expr: cst.BaseExpression) -> ClassInfo | None:
         if not isinstance(expr, cst.Name):
             return None
-        for assignment in self._assignments(expr):
+        for assignment in self.assignments(expr):
             if isinstance(assignment.node, cst.ClassDef):
                 return self.classes.get(assignment.node)
         return None
 
-    def _assignments(self, name: cst.Name) -> list[Assignment]:
+    def assignments(self, name: cst.Name) -> list[Assignment]:
+        """Every binding of ``name`` visible where it is read, in source order."""
         scope: Scope | None = self.scopes.get(name)
         if scope is None:
             return []
@@ -370,7 +371,7 @@ class SemanticModel:
         """The values bound to a name that reach it (see ``_reaching``), or every value
         assigned to a ``self.`` attribute in its class."""
         if isinstance(expr, cst.Name):
-            assignments = self._reaching(expr, self._assignments(expr))
+            assignments = self._reaching(expr, self.assignments(expr))
             return [self.bound_values[a.node] for a in assignments if a.node in self.bound_values]
         if isinstance(expr, cst.Attribute):
             info = self._self_class(expr)
@@ -402,7 +403,7 @@ class SemanticModel:
         if not follow_names:
             return None
         if isinstance(call.func, cst.Name):
-            for assignment in self._assignments(call.func):
+            for assignment in self.assignments(call.func):
                 if isinstance(assignment.node, cst.ClassDef) and assignment.node in self.classes:
                     return self.class_kind(self.classes[assignment.node])
                 if isinstance(assignment.node, cst.FunctionDef):
@@ -483,9 +484,9 @@ class SemanticModel:
 
     def _name_kind(self, name: cst.Name) -> Kind | None:
         kinds = set()
-        assignments = self._reaching(name, self._assignments(name))
+        assignments = self._reaching(name, self.assignments(name))
         if self._fed_bindings is None:
-            self._fed_bindings = {a for fed in self.fed_optimizer_names for a in self._assignments(fed)}
+            self._fed_bindings = {a for fed in self.fed_optimizer_names for a in self.assignments(fed)}
         if self._fed_bindings.intersection(assignments):
             kinds.add(Kind.MODULE)
         for assignment in assignments:
