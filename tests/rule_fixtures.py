@@ -1,7 +1,8 @@
 """The fixture layout every rule follows (``fixtures/rules/<CODE>/``):
 
 - ``bad_<case>.py``: input the rule must report; every expected finding's row carries a
-  trailing ``# error: <CODE>`` comment, and the rule must report exactly those rows.
+  trailing ``# error: <CODE>`` comment (the code once per finding on that row), and the rule
+  must report exactly those rows.
 - ``bad_<case>.fixed.py``: the exact output of ``--fix --unsafe-fixes`` with only that rule
   selected. Without it the rule must offer no fix for the case.
 - ``clean_<case>.py``: a correct look-alike the rule must stay silent on.
@@ -54,8 +55,8 @@ def expected_rows(source: str, code: str) -> list[int]:
     rows = []
     for row, line in enumerate(source.splitlines(), 1):
         match = EXPECTED.search(line)
-        if match and code in [c.strip() for c in match.group(1).split(",")]:
-            rows.append(row)
+        if match:  # `# error: TL201, TL201` marks two findings on the row
+            rows.extend([row] * [c.strip() for c in match.group(1).split(",")].count(code))
     return rows
 
 
