@@ -14,7 +14,7 @@ import pkgutil
 import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, ClassVar, Mapping, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Mapping, Union
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -121,6 +121,12 @@ class Rule(cst.BatchableCSTVisitor):
             )
         )
 
+    def get_visitors(self) -> Mapping[str, Callable]:
+        # LibCST finds these with inspect.getmembers on every instance, for every file, which
+        # also evaluates properties (and so built the semantic model for files no rule asked
+        # about). The names are a fact of the class: find them once.
+        return {name: getattr(self, name) for name in _visitor_names(type(self))}
+
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
@@ -128,6 +134,17 @@ class Rule(cst.BatchableCSTVisitor):
     @classmethod
     def url(cls) -> str:
         return DOCS_URL.format(anchor=f"{cls.code}-{cls.name}".lower())
+
+
+@lru_cache(maxsize=None)
+def _visitor_names(cls: type) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name in dir(cls)
+        if name.startswith(("visit_", "leave_"))
+        and callable(getattr(cls, name))
+        and not getattr(getattr(cls, name), "_is_no_op", False)
+    )
 
 
 _CODE = re.compile(r"TL\d{3}")
