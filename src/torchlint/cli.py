@@ -164,7 +164,7 @@ def _decode(data: bytes | str) -> str:
 def _read_sources(reports) -> dict[str, list[str]]:
     sources = {}
     for report in reports:
-        if report.findings and not report.path.endswith(".ipynb"):
+        if report.findings:
             try:
                 sources[report.path] = Path(report.path).read_bytes().decode("utf-8", errors="replace").splitlines()
             except OSError:
