@@ -256,3 +256,12 @@ def test_installed_command_in_a_subprocess(project):
     assert proc.returncode == 2 and "unknown rule selector" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "torchlint", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("torchlint ")
+
+
+def test_github_annotations(project):
+    result = run("bad.py", "--output-format", "github")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "::error file=bad.py,line=4,col=12,endLine=4,endColumn=17,title=TL501::"
+        "TL501 `torch.save` of a whole `nn.Module`; save its `state_dict()` instead"
+    )
