@@ -14,7 +14,7 @@ from torchlint.engine import FixMode
 from torchlint.rule import Rule, all_rules, rule_by_code
 
 # Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.
-LAZY_COMMANDS: dict[str, str] = {}
+LAZY_COMMANDS: dict[str, str] = {"lsp": "torchlint.lsp:command"}
 
 
 class TorchlintGroup(click.Group):
@@ -58,7 +58,7 @@ def main() -> None:
 @click.option("--extend-select", help="Comma-separated rule codes or prefixes to enable in addition.")
 @click.option(
     "--output-format",
-    type=click.Choice(["text", "concise", "json", "github"]),
+    type=click.Choice(["text", "concise", "json", "sarif", "github"]),
     default="text",
     show_default=True,
 )

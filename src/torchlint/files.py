@@ -12,7 +12,7 @@ import pathspec
 
 from torchlint.config import Settings
 
-SOURCE_SUFFIXES = (".py", ".pyi")
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 # Folders no one wants linted, skipped as ruff skips them.
 SKIPPED_DIRS = frozenset(
     {".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "node_modules", ".mypy_cache",

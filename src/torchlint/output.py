@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path, PurePath
 from typing import Callable, Sequence
+from urllib.parse import quote
 
-from torchlint.rule import Finding, Location, rule_by_code
+from torchlint import __version__
+from torchlint.rule import Finding, Location, all_rules, rule_by_code
 from torchlint.runner import FileReport
 
 def rows(reports: Sequence[FileReport]) -> list[tuple[str, Finding]]:
@@ -121,17 +124,115 @@ def format_github(reports: Sequence[FileReport]) -> str:
     """GitHub Actions workflow commands: one ``::error`` annotation per finding."""
     lines = []
     for path, f in rows(reports):
-        props = f"file={_escape(path, True)},line={f.start.row},col={f.start.column},endLine={f.end.row},endColumn={f.end.column},title={_escape(f.code, True)}"
-        cell = f"cell {f.cell}: " if f.cell is not None else ""
-        lines.append(f"::error {props}::{_escape(f'{cell}{f.code} {f.message}')}")
+        title = f"title={_escape(f.code, True)}"
+        if f.cell is None:
+            where = f"line={f.start.row},col={f.start.column},endLine={f.end.row},endColumn={f.end.column},"
+            message = f"{f.code} {f.message}"
+        else:
+            # A cell's rows are not lines of the notebook's JSON: annotate the file, and say
+            # where in it in the message.
+            where = ""
+            message = f"cell {f.cell}:{f.start.row}:{f.start.column}: {f.code} {f.message}"
+        lines.append(f"::error file={_escape(path, True)},{where}{title}::{_escape(message)}")
     return "\n".join(lines)
+
+
+# --- SARIF 2.1.0 ------------------------------------------------------------------------
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+PROJECT_URL = "https://github.com/torchlint/torchlint"
+
+
+def _sarif_rule(rule) -> dict:
+    docs = rule.documentation()
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.message},
+        "fullDescription": {"text": docs, "markdown": docs},
+        "help": {"text": docs, "markdown": docs},
+        "helpUri": rule.url(),
+        "defaultConfiguration": {"level": "error"},
+    }
+
+
+def _sarif_region(start: Location, end: Location) -> dict:
+    # SARIF's endColumn is the column after the region, as ours is.
+    return {"startLine": start.row, "startColumn": start.column, "endLine": end.row, "endColumn": end.column}
+
+
+def _sarif_artifact(path: str) -> dict:
+    pure = PurePath(path)
+    if pure.is_absolute():
+        return {"uri": pure.as_uri()}
+    return {"uri": quote(pure.as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+def _sarif_result(path: str, f: Finding, rule_index: dict[str, int]) -> dict:
+    artifact = _sarif_artifact(path)
+    result = {"ruleId": f.code, "ruleIndex": rule_index[f.code], "level": "error", "message": {"text": f.message}}
+    if f.cell is not None:
+        # Rows within a notebook cell are not a region of the notebook file: the location is
+        # the file, named down to the cell as a logical location, with the region within the
+        # cell as a property. Fixes of cells are text edits of the cell, so none are given.
+        result["message"]["text"] = f"cell {f.cell}:{f.start.row}:{f.start.column}: {f.message}"
+        result["locations"] = [
+            {
+                "physicalLocation": {"artifactLocation": artifact},
+                "logicalLocations": [{"name": f"cell {f.cell}", "kind": "notebookCell"}],
+                "properties": {"cell": f.cell, "cellRegion": _sarif_region(f.start, f.end)},
+            }
+        ]
+        return result
+    result["locations"] = [{"physicalLocation": {"artifactLocation": artifact, "region": _sarif_region(f.start, f.end)}}]
+    if f.fix is not None and f.fix.edits:
+        replacements = [
+            {"deletedRegion": _sarif_region(e.start, e.end), "insertedContent": {"text": e.content}} for e in f.fix.edits
+        ]
+        result["fixes"] = [
+            {
+                "description": {"text": f.fix.message},
+                "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}],
+                "properties": {"applicability": f.fix.applicability.value},
+            }
+        ]
+    return result
+
+
+def format_sarif(reports: Sequence[FileReport]) -> str:
+    """A SARIF 2.1.0 log for code scanning: every rule's metadata and one result per finding."""
+    rules = all_rules()
+    rule_index = {rule.code: i for i, rule in enumerate(rules)}
+    errors = [error for r in reports for error in r.errors]
+    run = {
+        "tool": {
+            "driver": {
+                "name": "torchlint",
+                "version": __version__,
+                "informationUri": PROJECT_URL,
+                "rules": [_sarif_rule(rule) for rule in rules],
+            }
+        },
+        "invocations": [
+            {
+                "executionSuccessful": not errors,
+                "toolExecutionNotifications": [{"level": "error", "message": {"text": e}} for e in errors],
+            }
+        ],
+        # Paths are relative to the folder torchlint ran in; columns count characters.
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri().rstrip("/") + "/"}},
+        "columnKind": "unicodeCodePoints",
+        "results": [_sarif_result(path, f, rule_index) for path, f in rows(reports)],
+    }
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2)
 
 
 FORMATS: dict[str, Callable[..., str]] = {
     "text": format_text,
     "concise": format_concise,
     "json": format_json,
+    "sarif": format_sarif,
     "github": format_github,
 }
 # Formats that show each fix's edits, which the engine then renders.
-FORMATS_WITH_EDITS = frozenset({"json"})
+FORMATS_WITH_EDITS = frozenset({"json", "sarif"})

@@ -48,7 +48,12 @@ def _unreadable(path: str, error: OSError) -> FileReport:
 
 def lint_source(source: bytes, path: Path | None, settings: Settings, options: RunOptions) -> SourceResult:
     """Lint one file's bytes under the settings that apply to ``path``."""
-    return lint_module_source(source, settings.rules_for(path), options.fix_mode, options.with_edits)
+    rules = settings.rules_for(path)
+    if path is not None and path.suffix == ".ipynb":
+        from torchlint.notebook import lint_notebook
+
+        return lint_notebook(source, rules, options.fix_mode, options.with_edits)
+    return lint_module_source(source, rules, options.fix_mode, options.with_edits)
 
 
 def check_file(path: Path, settings: Settings, options: RunOptions) -> FileReport:

@@ -1,0 +1,303 @@
+"""Jupyter notebooks: linted and fixed cell by cell as one program (SPEC sections 3 and 4)."""
+
+from __future__ import annotations
+
+import json
+
+import libcst as cst
+import libcst.matchers as m
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from torchlint.cli import main
+from torchlint.engine import FixMode
+from torchlint.notebook import lint_notebook
+from torchlint.rule import Fix, Rule, rule_by_code
+
+NOTEBOOKS = FIXTURES / "notebooks"
+TL501 = [rule_by_code("TL501")]
+MODEL = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)"
+SAVE = 'torch.save(model, "m.pt")'
+
+
+def code(source: str, **extra) -> dict:
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source, **extra}
+
+
+def markdown(source: str) -> dict:
+    return {"cell_type": "markdown", "metadata": {}, "source": source}
+
+
+def notebook(*cells: dict, metadata: dict | None = None) -> dict:
+    return {"cells": list(cells), "metadata": metadata or {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def jupyter(nb: dict) -> bytes:
+    """Serialized as Jupyter (nbformat) writes notebooks."""
+    cells = [{**c, "source": c["source"].splitlines(keepends=True)} for c in nb["cells"]]
+    return (json.dumps({**nb, "cells": cells}, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def lint(nb: dict | bytes, rules=TL501, fix: bool = False, with_edits: bool = False):
+    data = nb if isinstance(nb, bytes) else jupyter(nb)
+    return lint_notebook(data, rules, FixMode.UNSAFE if fix else FixMode.NONE, with_edits)
+
+
+def where(result) -> list[tuple[str, int, int, int]]:
+    return [(f.code, f.cell, f.start.row, f.start.column) for f in result.findings]
+
+
+def sources(data: bytes) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(data)["cells"]]
+
+
+# --- one program -----------------------------------------------------------------------
+
+
+def test_fixture_finding_carries_cell_and_row_within_the_cell():
+    result = lint((NOTEBOOKS / "training.ipynb").read_bytes())
+    # Cell 5 (markdown cells count) starts with `%%time`; its 8th row saves the model that
+    # cell 3 built, and the magics and shell escapes of cells 2 and 3 are not parsed.
+    assert where(result) == [("TL501", 5, 8, 12)]
+    assert (result.findings[0].end.row, result.findings[0].end.column) == (8, 17)
+
+
+def test_a_model_built_in_another_cell_is_known():
+    assert where(lint(notebook(code(MODEL), markdown("Save it"), code(SAVE)))) == [("TL501", 3, 1, 12)]
+    # Without the cell that builds it, `model` is of unknown type, and unknown stays silent.
+    assert where(lint(notebook(code("import torch"), code(SAVE)))) == []
+
+
+def test_noqa_in_a_cell_suppresses():
+    assert where(lint(notebook(code(MODEL), code(SAVE + "  # noqa: TL501")))) == []
+
+
+def test_syntax_error_is_reported_in_its_cell():
+    result = lint(notebook(code(MODEL), code("x = 1\nfor batch in loader\n    pass")))
+    assert [(f.code, f.cell, f.start.row) for f in result.findings] == [("TL000", 2, 2)]
+    assert "SyntaxError" in result.findings[0].message
+
+
+def test_notebook_of_another_language_is_not_linted():
+    r_kernel = {"kernelspec": {"language": "R", "name": "ir"}, "language_info": {"name": "R"}}
+    assert where(lint(notebook(code("x <- c(1, 2)"), metadata=r_kernel))) == []
+
+
+# --- IPython syntax ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "%matplotlib inline",
+        "!pip install tqdm",
+        "files = !ls",
+        "timing = %timeit -o sum(range(10))",
+        "nn.Linear?",
+        "??torch.save",
+        "%load_ext autoreload",
+    ],
+)
+def test_ipython_lines_are_masked_not_parsed(line):
+    result = lint(notebook(code(MODEL + "\n" + line), code(f"for i in range(2):\n    {line}\n{SAVE}")))
+    assert where(result) == [("TL501", 2, 3, 12)]
+
+
+def test_percent_and_bang_inside_brackets_are_python():
+    # `% 3` continues the expression in brackets and `!=` the condition: no masking there.
+    cell = f"y = (10\n     % 3)\nif (y\n    != 1):\n    {SAVE}"
+    assert where(lint(notebook(code(MODEL), code(cell)))) == [("TL501", 2, 5, 16)]
+
+
+def test_python_cell_magic_is_linted_and_other_cell_magics_are_not():
+    nb = notebook(code(MODEL), code(f"%%time\n{SAVE}"), code("%%bash\nfor f in *.pt; do echo $f; done"))
+    assert where(lint(nb)) == [("TL501", 2, 2, 12)]
+
+
+def test_fix_keeps_masked_lines_verbatim():
+    cell = "%%capture out\n!echo saving\nfor _ in range(1):\n    %time {}\n{}\nmodel?"
+    result = lint(notebook(code(MODEL), code(cell.format(SAVE, SAVE))), fix=True)
+    # `%time torch.save(...)` is masked, so only the Python line is fixed.
+    assert sources(result.fixed_source)[1] == cell.format(SAVE, 'torch.save(model.state_dict(), "m.pt")')
+
+
+# --- fixing ------------------------------------------------------------------------------
+
+
+def test_fix_rewrites_only_the_changed_cell_and_keeps_the_rest_byte_for_byte():
+    result = lint((NOTEBOOKS / "training.ipynb").read_bytes(), fix=True)
+    assert result.fixed_count == 1
+    assert result.fixed_source == (NOTEBOOKS / "training.fixed.ipynb").read_bytes()
+    again = lint(result.fixed_source, fix=True)
+    assert where(again) == [] and again.fixed_source == result.fixed_source and again.fixed_count == 0
+
+
+def test_nothing_to_fix_returns_the_input_bytes():
+    data = (NOTEBOOKS / "training.fixed.ipynb").read_bytes()
+    result = lint(data, fix=True)
+    assert result.fixed_source is data and result.fixed_count == 0
+
+
+LAYOUTS = {
+    "jupyter": dict(indent=1, ensure_ascii=False, tail="\n"),
+    "two spaces, ascii escapes, no final newline": dict(indent=2, ensure_ascii=True, tail=""),
+    "crlf": dict(indent=1, ensure_ascii=False, tail="\r\n", crlf=True),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=list(LAYOUTS))
+def test_fix_keeps_the_json_layout(layout):
+    def write(nb: dict) -> bytes:
+        text = json.dumps(nb, indent=layout["indent"], ensure_ascii=layout["ensure_ascii"])
+        return ((text.replace("\n", "\r\n") if layout.get("crlf") else text) + layout["tail"]).encode()
+
+    # Keys out of sorted order, a source as one string and one as a list, outputs and ids.
+    output = {"output_type": "stream", "name": "stdout", "text": ["Größe: 2 × 2\n"]}
+    before = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"title": "Modèle"},
+        "cells": [
+            {"source": MODEL.splitlines(keepends=True), "cell_type": "code", "id": "c1", "metadata": {},
+             "outputs": [output], "execution_count": 1},
+            {"id": "c2", "cell_type": "code", "metadata": {"tags": ["ü"]}, "outputs": [], "execution_count": 2,
+             "source": SAVE + "\n"},
+        ],
+    }
+    after = json.loads(json.dumps(before))
+    after["cells"][1]["source"] = 'torch.save(model.state_dict(), "m.pt")\n'
+    result = lint(write(before), fix=True)
+    assert result.fixed_source == write(after)
+
+
+def test_source_lists_are_written_back_as_lines():
+    result = lint(notebook(code(MODEL), code(f"x = 1\n{SAVE}\ny = 2")), fix=True)
+    cell = json.loads(result.fixed_source)["cells"][1]
+    assert cell["source"] == ["x = 1\n", 'torch.save(model.state_dict(), "m.pt")\n', "y = 2"]
+
+
+class FlushAfterPrint(Rule):
+    """Inserts `flush()` after a module-level `print(...)` (a test rule)."""
+
+    code, name, message = "TL998", "flush-after-print", "print without flush"
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for statement, following in zip(node.body, [*node.body[1:], None]):
+            if _calls(statement, "print") and not _calls(following, "flush"):
+                flushed = cst.FlattenSentinel([statement, cst.parse_statement("flush()\n")])
+                self.report(statement, fix=Fix("flush", {statement: flushed}))
+
+
+class SeedBeforeTrain(Rule):
+    """Inserts `seed()` before a module-level `train()` (a test rule)."""
+
+    code, name, message = "TL997", "seed-before-train", "train without seed"
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for previous, statement in zip([None, *node.body[:-1]], node.body):
+            if _calls(statement, "train") and not _calls(previous, "seed"):
+                seeded = cst.FlattenSentinel([cst.parse_statement("seed()\n"), statement])
+                self.report(statement, fix=Fix("seed", {statement: seeded}))
+
+
+def _calls(statement, name: str) -> bool:
+    return statement is not None and m.matches(statement, m.SimpleStatementLine([m.Expr(m.Call(m.Name(name)))]))
+
+
+def test_inserted_lines_land_in_the_cell_of_the_statement_they_belong_to():
+    nb = notebook(code("x = 1\nprint(x)"), markdown("then"), code("train()\n"), code("print(2)\ntrain()"))
+    result = lint(nb, rules=[FlushAfterPrint, SeedBeforeTrain], fix=True)
+    assert result.fixed_count == 4 and where(result) == []
+    assert sources(result.fixed_source) == ["x = 1\nprint(x)\nflush()", "then", "seed()\ntrain()\n", "print(2)\nflush()\nseed()\ntrain()"]
+
+
+def test_findings_and_edits_are_relative_to_the_cell():
+    result = lint(notebook(code("x = 1\nprint(x)"), code("y = 2\ntrain()")), rules=[FlushAfterPrint, SeedBeforeTrain], with_edits=True)
+    found = {f.code: f for f in result.findings}
+    assert (found["TL998"].cell, found["TL998"].start.row) == (1, 2)
+    assert (found["TL997"].cell, found["TL997"].start.row) == (2, 2)
+    [seed] = found["TL997"].fix.edits
+    assert (seed.content, seed.start.row, seed.start.column, seed.end.row, seed.end.column) == ("seed()\n", 2, 1, 2, 1)
+    [flush] = found["TL998"].fix.edits
+    # Inserted after the last line of cell 1: the end of that cell, not the start of cell 2.
+    assert (flush.content, flush.start.row, flush.start.column) == ("flush()\n", 3, 1)
+
+
+class RemovePass(Rule):
+    """Removes every `pass` statement (a test rule whose fixes reach the notebook's own lines)."""
+
+    code, name, message = "TL996", "remove-pass", "useless pass"
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if m.matches(node, m.SimpleStatementLine([m.Pass()])):
+            self.report(node, fix=Fix("remove", {node: cst.RemoveFromParent()}))
+
+
+@pytest.mark.parametrize(
+    "nb",
+    [
+        notebook(code("x = 1\npass"), code("y = 2")),  # the fixes would remove the cell boundary
+        notebook(code("%time x = 1\npass")),  # and here the line that masks `%time`
+    ],
+    ids=["boundary", "masked line"],
+)
+def test_fixes_that_would_break_cells_are_dropped(nb):
+    data = jupyter(nb)
+    result = lint(data, rules=[RemovePass], fix=True)
+    assert result.fixed_source == data and result.fixed_count == 0
+    # Only the user's own `pass` is reported, not the lines torchlint put in between.
+    assert where(result) == [("TL996", 1, 2, 1)]
+
+
+# --- invalid notebooks -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, message, row, column",
+    [
+        (b'{"cells": [', "invalid notebook: not JSON: Expecting value", 1, 12),
+        (b"[1, 2]", 'invalid notebook: no "cells" list (nbformat 4 is required)', 1, 1),
+        (b'{"worksheets": []}', 'invalid notebook: no "cells" list (nbformat 4 is required)', 1, 1),
+        (b'{"cells": [{"cell_type": "code", "source": 3}]}', "invalid notebook: cell 1 has no text source", 1, 1),
+        (b'{"cells": "\xff"}', "invalid notebook: not UTF-8", 1, 1),
+        (b"", "invalid notebook: not JSON: Expecting value", 1, 1),
+        (b"[" * 100_000, "invalid notebook: nested too deeply to read", 1, 1),
+    ],
+)
+def test_invalid_notebook_is_tl000(data, message, row, column):
+    [finding] = lint(data).findings
+    assert (finding.code, finding.cell, finding.start.row, finding.start.column) == ("TL000", None, row, column)
+    assert finding.message.startswith(message)
+
+
+def test_empty_and_markdown_only_notebooks_are_clean():
+    assert where(lint(notebook())) == []
+    assert where(lint(notebook(markdown("# notes"), code("")))) == []
+
+
+# --- through the command line ------------------------------------------------------------
+
+
+def test_cli_walks_notebooks_and_fixes_them(tmp_path):
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    target = folder / "training.ipynb"
+    target.write_bytes((NOTEBOOKS / "training.ipynb").read_bytes())
+    runner = CliRunner()
+    text = runner.invoke(main, ["check", "--select", "TL501", "--no-cache", "nbs"], catch_exceptions=False)
+    assert text.exit_code == 1
+    assert "nbs/training.ipynb:cell 5:8:12: TL501 [*]" in text.output
+    as_json = runner.invoke(main, ["check", "--select", "TL501", "--output-format", "json", "nbs"])
+    [entry] = json.loads(as_json.output)
+    assert (entry["cell"], entry["location"], entry["fix"]["edits"][0]["location"]) == (5, {"row": 8, "column": 12}, {"row": 8, "column": 17})
+    fixed = runner.invoke(main, ["--fix", "--select", "TL501", "nbs"], catch_exceptions=False)
+    assert fixed.exit_code == 0, fixed.output
+    assert target.read_bytes() == (NOTEBOOKS / "training.fixed.ipynb").read_bytes()
+
+
+def test_cli_reports_an_invalid_notebook_without_a_traceback(tmp_path):
+    (tmp_path / "broken.ipynb").write_text('{"cells": [')
+    result = CliRunner().invoke(main, ["check", "--no-cache", "broken.ipynb"], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "broken.ipynb:1:12: TL000 invalid notebook: not JSON: Expecting value" in result.output
