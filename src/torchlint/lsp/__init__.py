@@ -1,0 +1,31 @@
+"""``torchlint lsp``: the language server over stdio (SPEC section 7).
+
+This module only holds the command: pygls is imported when the server starts, so the
+lint path never pays for it and a missing extra gets a clear message.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+LSP_PACKAGES = ("pygls", "lsprotocol")
+
+
+@click.command("lsp")
+@click.option("--stdio", is_flag=True, hidden=True, help="Accepted for clients that pass it; stdio is the only transport.")
+def command(stdio: bool) -> None:
+    """Run the language server over stdio, for editors (see docs/editors.md)."""
+    try:
+        from torchlint.lsp.server import create_server
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in LSP_PACKAGES:
+            raise
+        click.echo(
+            f"torchlint: error: `torchlint lsp` needs the language server extra "
+            f"(no module named {error.name!r}); install it with: pip install 'torchlint[lsp]'",
+            err=True,
+        )
+        sys.exit(2)
+    create_server().start_io()

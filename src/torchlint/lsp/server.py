@@ -1,0 +1,375 @@
+"""The torchlint language server: a pygls client of the engine.
+
+Diagnostics are published on open, on save and, debounced, on change. Linting runs in a
+worker thread so a slow file never blocks the protocol, and a result for a version the
+editor has already moved past is dropped. Each diagnostic carries its fix as text edits,
+so a quick fix needs no second lint; "fix all" runs the engine's safe fixes on the whole
+document. Settings come from the same configuration files as the command line, resolved
+once per configuration file and reloaded when one changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import urlparse
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from pygls.capabilities import get_capability
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+from pygls.workspace.position_codec import PositionCodec
+
+from torchlint import __version__
+from torchlint.config import ConfigError, Settings, find_config, resolve_settings
+from torchlint.engine import INVALID_FILE, FixMode, lint_module_source
+from torchlint.rule import Applicability, Finding, Location
+
+SOURCE = "torchlint"
+FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
+DEBOUNCE_SECONDS = 0.3
+CONFIG_FILE_NAMES = ("pyproject.toml", "torchlint.toml")
+# Notebook cells arrive under their own schemes; notebooks are linted whole, elsewhere.
+LINTED_SCHEMES = ("file", "untitled")
+PYTHON_SUFFIXES = (".py", ".pyi")
+# Python ends lines at \n, \r\n and \r only; str.splitlines would also split at \f and others.
+_LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+
+_converter = get_converter()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of a document, as one lint sees it."""
+
+    uri: str
+    version: int | None
+    text: str
+    path: Path | None  # None for a document never saved
+
+
+class SettingsCache:
+    """Settings per configuration file, the file found once per directory: resolving them
+    reads and parses TOML, which must not happen on every keystroke."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # lints of several documents run in parallel threads
+        self._config_files: dict[Path, Path | None] = {}
+        self._settings: dict[Path | None, Settings] = {}
+
+    def for_directory(self, directory: Path) -> Settings:
+        with self._lock:
+            if directory not in self._config_files:
+                self._config_files[directory] = find_config(directory)
+            config_file = self._config_files[directory]
+            if config_file not in self._settings:
+                self._settings[config_file] = resolve_settings([directory], config_file)
+            return self._settings[config_file]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._config_files.clear()
+            self._settings.clear()
+
+
+# --- findings as LSP objects ------------------------------------------------------------
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` with their line breaks; the last one may be empty."""
+    return _LINE_BREAK.split(text)
+
+
+def to_position(location: Location, lines: Sequence[str], codec: PositionCodec) -> types.Position:
+    """A 1-based row and column (counted in characters) as a 0-based LSP position in the
+    client's units (UTF-16 unless it asked for another encoding)."""
+    if location.row > len(lines):  # a parse error at the end of the file
+        last = len(lines) - 1
+        return types.Position(line=last, character=codec.client_num_units(lines[last]))
+    line = lines[location.row - 1].rstrip("\r\n")
+    return types.Position(line=location.row - 1, character=codec.client_num_units(line[: location.column - 1]))
+
+
+def to_range(start: Location, end: Location, lines: Sequence[str], codec: PositionCodec) -> types.Range:
+    return types.Range(start=to_position(start, lines, codec), end=to_position(end, lines, codec))
+
+
+def to_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, version: int | None) -> types.Diagnostic:
+    # ``data`` comes back with a code action request: it holds the fix, already as LSP edits,
+    # and the document version they apply to.
+    data: dict = {"version": version}
+    if finding.fix is not None:
+        edits = [
+            types.TextEdit(range=to_range(edit.start, edit.end, lines, codec), new_text=edit.content)
+            for edit in finding.fix.edits
+        ]
+        data["fix"] = {
+            "message": finding.fix.message,
+            "applicability": finding.fix.applicability.value,
+            "edits": _converter.unstructure(edits),
+        }
+    return types.Diagnostic(
+        range=to_range(finding.start, finding.end, lines, codec),
+        message=finding.message,
+        severity=types.DiagnosticSeverity.Error if finding.code == INVALID_FILE else types.DiagnosticSeverity.Warning,
+        code=finding.code,
+        code_description=types.CodeDescription(href=finding.rule.url()),
+        source=SOURCE,
+        data=data,
+    )
+
+
+def whole_document_edit(text: str, new_text: str, codec: PositionCodec) -> types.TextEdit:
+    lines = split_lines(text)
+    end = types.Position(line=len(lines) - 1, character=codec.client_num_units(lines[-1]))
+    return types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=end), new_text=new_text)
+
+
+def _fix_data(diagnostic: types.Diagnostic) -> dict | None:
+    data = diagnostic.data
+    if diagnostic.source != SOURCE or not isinstance(data, dict) or not isinstance(data.get("fix"), dict):
+        return None
+    return data
+
+
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    """Whether the client asked for actions of ``kind``; kinds are hierarchical
+    (asking for ``source`` includes ``source.fixAll.torchlint``)."""
+    if only is None:
+        return True
+    return any(kind == str(k) or kind.startswith(f"{k}.") for k in (getattr(k, "value", k) for k in only))
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+class TorchlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = SettingsCache()
+        self.pending: dict[str, asyncio.Task] = {}  # debounced lints not started yet, by uri
+        self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
+        self.safe_fix_known: dict[str, tuple[int | None, bool]] = {}  # uri -> (version, has a safe fix)
+        self.shown_errors: set[str] = set()  # so a broken config is not announced on every keystroke
+
+    # --- documents
+
+    def snapshot(self, uri: str) -> Snapshot | None:
+        """The document's current text, or None when it is closed or not Python."""
+        document: TextDocument | None = self.workspace.text_documents.get(uri)
+        if document is None:
+            return None
+        scheme = urlparse(uri).scheme
+        path = Path(document.path) if scheme == "file" else None
+        is_python = document.language_id == "python" or (path is not None and path.suffix in PYTHON_SUFFIXES)
+        if scheme not in LINTED_SCHEMES or not is_python:
+            return None
+        return Snapshot(uri, document.version, document.source, path)
+
+    def settings_for(self, path: Path | None) -> Settings:
+        if path is not None:
+            return self.settings.for_directory(path.parent)
+        return self.settings.for_directory(Path(self.workspace.root_path or os.getcwd()))
+
+    # --- linting
+
+    def schedule_lint(self, uri: str, delay: float) -> None:
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        self.pending[uri] = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
+
+    async def _lint_later(self, uri: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with self.lint_locks[uri]:
+            if self.pending.get(uri) is asyncio.current_task():
+                del self.pending[uri]  # started: a newer change waits for it instead of cancelling it
+            snapshot = self.snapshot(uri)
+            if snapshot is None:
+                return
+            try:
+                diagnostics = await asyncio.to_thread(self.lint, snapshot)
+            except ConfigError as error:
+                self.show_error(f"torchlint: {error}")
+                diagnostics = []
+            except Exception as error:  # a bug of ours must not take the server down
+                self.show_error(f"torchlint: internal error on {snapshot.path or uri}: {type(error).__name__}: {error}")
+                return
+        current = self.workspace.text_documents.get(uri)
+        if current is None or current.version != snapshot.version:
+            return  # closed, or edited meanwhile: the newer version's lint publishes
+        self.safe_fix_known[uri] = (snapshot.version, any(_is_safe_fix(d) for d in diagnostics))
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version)
+        )
+
+    def lint(self, snapshot: Snapshot) -> list[types.Diagnostic]:
+        """Runs in a worker thread."""
+        settings = self.settings_for(snapshot.path)
+        if snapshot.path is not None and settings.is_excluded(snapshot.path):
+            return []
+        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, with_edits=True)
+        lines = split_lines(snapshot.text)
+        return [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
+
+    def fix_safely(self, snapshot: Snapshot) -> str:
+        """The document with every safe fix applied; runs in a worker thread."""
+        settings = self.settings_for(snapshot.path)
+        if snapshot.path is not None and settings.is_excluded(snapshot.path):
+            return snapshot.text
+        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.SAFE)
+        return result.fixed_source  # text in, text out
+
+    def reload_settings(self) -> None:
+        self.settings.clear()
+        self.shown_errors.clear()
+        for uri in list(self.workspace.text_documents):
+            self.schedule_lint(uri, 0)
+
+    def close(self, uri: str) -> None:
+        pending = self.pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self.safe_fix_known.pop(uri, None)
+        self.lint_locks.pop(uri, None)
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def show_error(self, message: str) -> None:
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
+        if message not in self.shown_errors:
+            self.shown_errors.add(message)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+
+    # --- code actions
+
+    def workspace_edit(self, uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        """Versioned where the client allows it, so an edit computed for an older version is
+        refused rather than applied to text it was not made for."""
+        if get_capability(self.client_capabilities, "workspace.workspace_edit.document_changes", False):
+            document = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=document, edits=edits)])
+        return types.WorkspaceEdit(changes={uri: edits})
+
+    def quick_fixes(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> list[types.CodeAction]:
+        actions = []
+        for diagnostic in diagnostics:
+            data = _fix_data(diagnostic)
+            if data is None or data.get("version") != version:
+                continue  # not ours, no fix, or computed for text the editor no longer shows
+            fix = data["fix"]
+            safe = fix["applicability"] == Applicability.SAFE.value
+            title = f"{fix['message']} ({diagnostic.code})" if safe else f"{fix['message']} ({diagnostic.code}, unsafe fix)"
+            edits = _converter.structure(fix["edits"], list[types.TextEdit])
+            actions.append(
+                types.CodeAction(
+                    title=title,
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    edit=self.workspace_edit(uri, version, edits),
+                    is_preferred=safe,
+                )
+            )
+        return actions
+
+    def may_fix_all(self, uri: str, version: int | None) -> bool:
+        """False only when this version's diagnostics are known and none has a safe fix."""
+        known = self.safe_fix_known.get(uri)
+        return known is None or known[0] != version or known[1]
+
+    async def fix_all_edit(self, uri: str) -> types.WorkspaceEdit | None:
+        snapshot = self.snapshot(uri)
+        if snapshot is None:
+            return None
+        fixed = await asyncio.to_thread(self.fix_safely, snapshot)
+        current = self.workspace.text_documents.get(uri)
+        if fixed == snapshot.text or current is None or current.version != snapshot.version:
+            return None  # nothing to fix, or the text changed while it was being fixed
+        edit = whole_document_edit(snapshot.text, fixed, self.workspace.position_codec)
+        return self.workspace_edit(uri, snapshot.version, [edit])
+
+    @property
+    def resolves_edits(self) -> bool:
+        properties = get_capability(self.client_capabilities, "text_document.code_action.resolve_support.properties", [])
+        return "edit" in properties
+
+
+def _is_safe_fix(diagnostic: types.Diagnostic) -> bool:
+    data = _fix_data(diagnostic)
+    return data is not None and data["fix"]["applicability"] == Applicability.SAFE.value
+
+
+def create_server() -> TorchlintServer:
+    server = TorchlintServer()
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:
+        # Editors do not send configuration files they have not opened; watching them lets
+        # an edit of [tool.torchlint] take effect without a restart.
+        if get_capability(ls.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False):
+            watcher = types.FileSystemWatcher(glob_pattern="**/{" + ",".join(CONFIG_FILE_NAMES) + "}")
+            registration = types.Registration(
+                id="torchlint-config-files",
+                method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[watcher]),
+            )
+            await ls.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: TorchlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule_lint(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: TorchlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule_lint(params.text_document.uri, DEBOUNCE_SECONDS)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: TorchlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        if Path(urlparse(params.text_document.uri).path).name in CONFIG_FILE_NAMES:
+            ls.reload_settings()
+        else:
+            ls.schedule_lint(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TorchlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.close(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: TorchlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.reload_settings()
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True),
+    )
+    async def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        uri = params.text_document.uri
+        snapshot = ls.snapshot(uri)
+        if snapshot is None:
+            return None
+        actions = []
+        if _wanted(types.CodeActionKind.QuickFix.value, params.context.only):
+            actions += ls.quick_fixes(uri, snapshot.version, params.context.diagnostics)
+        if _wanted(FIX_ALL, params.context.only) and ls.may_fix_all(uri, snapshot.version):
+            fix_all = types.CodeAction(title="Fix all safe torchlint problems", kind=FIX_ALL, data={"uri": uri})
+            if ls.resolves_edits:  # computed only if the user picks it
+                actions.append(fix_all)
+            else:
+                fix_all.edit = await ls.fix_all_edit(uri)
+                if fix_all.edit is not None:
+                    actions.append(fix_all)
+        return actions or None
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def resolve_code_action(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
+        if action.kind == FIX_ALL and isinstance(action.data, dict) and action.edit is None:
+            action.edit = await ls.fix_all_edit(action.data["uri"]) or types.WorkspaceEdit(changes={})
+        return action
+
+    return server
