@@ -1,22 +1,25 @@
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Applicability, Fix, Rule
 
 
 class InferenceInTrainMode(Rule):
     """
     ## What it does
-    Finds evaluation or inference code (functions named for validation, testing or
-    prediction, loops over validation or test loaders) that runs a model with no
-    `model.eval()` on the path: not earlier in the same scope, and not before every call of
-    the evaluation function in the file. Lightning's `validation_step`, `test_step` and
-    `predict_step` are left alone: the framework sets the mode.
+    Finds evaluation or inference code that runs a model with no `model.eval()` on the path:
+    functions named for validation, testing or prediction, loops over validation or test
+    data, and inference after loading weights. It is silent when `model.eval()` (or
+    `model.train(False)`) comes earlier in the same function, or before every call of the
+    evaluation function in the file, and on code whose framework sets the mode (Lightning's
+    `validation_step`, `test_step`, `predict_step`; methods of `nn.Module` subclasses, whose
+    callers set it).
 
     ## Why is this bad?
     In training mode dropout drops activations at random and batch norm normalises with the
     statistics of the current batch (and updates its running averages with evaluation data).
     Metrics come out noisy and wrong, predictions change from run to run, and the model's
-    statistics are polluted by the evaluation set.
+    statistics are polluted by the evaluation set. The rule reports models without dropout
+    or batch norm too: the pattern breaks as soon as one is added.
 
     ## Example
     ```python
@@ -26,6 +29,12 @@ class InferenceInTrainMode(Rule):
             for x, y in loader:
                 correct += (model(x).argmax(1) == y).sum().item()
         return correct
+
+
+    for epoch in range(epochs):
+        model.train()
+        train_one_epoch(model, train_loader, optimizer)
+        print(evaluate(model, val_loader))
     ```
 
     ## Use instead
@@ -40,13 +49,17 @@ class InferenceInTrainMode(Rule):
     ```
 
     ## Fix safety
-    The fix inserts `model.eval()` at the start of the evaluation function, or before the
-    evaluation loop. Where that evaluation runs inside an epoch loop that also trains and
-    never calls `model.train()`, the fix also inserts `model.train()` at the start of that
-    loop, so the next training pass is not left in eval mode. It is safe.
+    The fix inserts `model.eval()` at the start of the evaluation function (after its
+    docstring), or before the evaluation loop or inference statements. Where training can
+    follow the evaluation (it runs inside an epoch loop, or before training in the same
+    function) and nothing switches the model back, it also inserts `model.train()` right
+    after the evaluation, so the next training pass does not run in eval mode. The fix is
+    unsafe: it changes the numbers the evaluation computes (that is its point), and a caller
+    in another file that relied on the model staying in training mode would change too.
 
     ## References
     - [`torch.nn.Module.eval`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval)
+    - [Autograd mechanics: evaluation mode](https://pytorch.org/docs/stable/notes/autograd.html#evaluation-mode-nn-module-eval)
     """
 
     code = "TL401"
@@ -55,72 +68,32 @@ class InferenceInTrainMode(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
+        reported = []
         for scope in evaluation.scopes:
-            if evaluation.model_in_eval(scope):
+            if evaluation.in_eval_mode(scope) or any(evaluation.eval_carries_over(r, scope) for r in reported):
                 continue
+            reported.append(scope)
             model = self.context.module.code_for_node(scope.model)
-            self.report(scope.forward, self.message.format(model=model), fix=self._fix(scope, model))
+            self.report(scope.forwards[0], self.message.format(model=model), fix=self._fix(scope, model))
 
     def _fix(self, scope, model: str) -> Fix | None:
         evaluation = self.semantic.evaluation
-        call = cst.parse_statement(f"{model}.eval()\n")
+        start = evaluation.eval_insertion(scope)
+        restores = evaluation.train_restores(scope)
+        if start is None or restores is None:
+            return None
+        before = {start: [f"{model}.eval()"]}
+        after: dict[cst.CSTNode, list[str]] = {}
+        for statement, restored in restores:
+            after.setdefault(statement, []).append(f"{restored}.train()")
         changes = {}
-        if isinstance(scope.node, cst.FunctionDef):
-            body = scope.node.body
-            if not isinstance(body, cst.IndentedBlock):
-                return None
-            statements = list(body.body)
-            first = 1 if statements and _is_docstring(statements[0]) and len(statements) > 1 else 0
-            changes[statements[first]] = cst.FlattenSentinel([call, statements[first]])
-            params = [p.name.value for p in scope.node.params.params]
-            for site in evaluation.call_sites(scope.node):
-                loops = list(evaluation.epoch_loops_without_train(site))
-                if not loops:
-                    continue
-                argument = _argument(site, params, model)
-                if argument is None:
-                    return None  # cannot tell which model to put back in train mode
-                if not self._restore(loops[0], argument, changes):
-                    return None
-        else:
-            statement = scope.node
-            changes[statement] = cst.FlattenSentinel([call, statement])
-            for loop in evaluation.epoch_loops_without_train(scope.node):
-                if not self._restore(loop, model, changes):
-                    return None
-                break
-        return Fix(f"Call `{model}.eval()` before evaluating", changes)
-
-    def _restore(self, loop, model: str, changes: dict) -> bool:
-        if not isinstance(loop.body, cst.IndentedBlock):
-            return False
-        first = loop.body.body[0]
-        if first in changes:
-            return True
-        changes[first] = cst.FlattenSentinel([cst.parse_statement(f"{model}.train()\n"), first])
-        return True
-
-
-def _argument(site: cst.Call, params: list[str], model: str) -> str | None:
-    """The caller's expression for the evaluation function's model parameter."""
-    module = cst.Module(body=[])
-    if model not in params:
-        return model if "." in model else None  # self.model: the same object at the call site
-    index = params.index(model)
-    if params and params[0] == "self" and isinstance(site.func, cst.Attribute):
-        index -= 1
-    for position, arg in enumerate(site.args):
-        if arg.keyword is not None and arg.keyword.value == model:
-            return module.code_for_node(arg.value)
-        if arg.keyword is None and position == index and arg.star == "":
-            value = arg.value
-            return module.code_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
-    return None
-
-
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
+        for statement in {**before, **after}:
+            inserted_before = [cst.parse_statement(code + "\n") for code in before.get(statement, ())]
+            inserted_after = [cst.parse_statement(code + "\n") for code in after.get(statement, ())]
+            if inserted_before:  # comments above the statement stay above what goes before it
+                inserted_before[0] = inserted_before[0].with_changes(leading_lines=statement.leading_lines)
+                statement_now = statement.with_changes(leading_lines=())
+            else:
+                statement_now = statement
+            changes[statement] = cst.FlattenSentinel([*inserted_before, statement_now, *inserted_after])
+        return Fix(f"Call `{model}.eval()` before evaluating", changes, Applicability.UNSAFE)

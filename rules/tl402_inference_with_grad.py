@@ -1,16 +1,18 @@
 import libcst as cst
 
 from torchlint.rule import Fix, Rule
+from torchlint.semantic.evaluation import called_module
 
 
 class InferenceWithGrad(Rule):
     """
     ## What it does
-    Finds evaluation or inference code (the same scopes as TL401) that runs a model with
+    Finds evaluation or inference code (the same code as TL401: evaluation functions, loops
+    over validation or test data, inference after loading weights) that runs a model with
     gradients enabled: no `torch.no_grad()`, `torch.inference_mode()` or
-    `torch.set_grad_enabled(False)` around it, as a `with` block or a decorator, there or at
-    every call of the evaluation function in the file. Lightning's evaluation hooks are left
-    alone.
+    `torch.set_grad_enabled(False)` around it, as a `with` block, a decorator or a statement,
+    there or at every call of the evaluation function in the file. Lightning's evaluation
+    hooks are left alone: the framework turns gradients off.
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all
@@ -34,10 +36,12 @@ class InferenceWithGrad(Rule):
     ```
 
     ## Fix safety
-    The fix decorates an evaluation function with `@torch.no_grad()`, or wraps an evaluation
-    loop in `with torch.no_grad():`, using the file's own name for `torch`. It is safe: the
-    code computes no gradients there, so only the recorded graphs go. There is no fix where
-    `torch` itself is not imported.
+    The fix decorates an evaluation function with `@torch.no_grad()` (innermost, next to
+    `def`), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
+    using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
+    `import torch` where the file has none. It is safe: evaluation code that computes
+    gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
+    the recorded graphs go.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -51,21 +55,38 @@ class InferenceWithGrad(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         for scope in evaluation.scopes:
-            if evaluation.grad_disabled(scope.forward):
+            with_grad = [f for f in scope.forwards if not evaluation.grad_disabled(f)]
+            if not with_grad:
                 continue
-            model = self.context.module.code_for_node(scope.model)
-            self.report(scope.forward, self.message.format(model=model), fix=self._fix(scope.node))
+            model = self.context.module.code_for_node(called_module(with_grad[0]))
+            self.report(with_grad[0], self.message.format(model=model), fix=self._fix(scope, with_grad))
 
-    def _fix(self, node) -> Fix | None:
-        torch = self.semantic.torch_alias
-        if torch is None:
-            return None
-        if isinstance(node, cst.FunctionDef):
-            decorator = cst.Decorator(cst.parse_expression(f"{torch}.no_grad()"))
-            return Fix(f"Decorate with `@{torch}.no_grad()`", {node: node.with_changes(decorators=[*node.decorators, decorator])})
-        block = cst.With(
-            items=[cst.WithItem(cst.parse_expression(f"{torch}.no_grad()"))],
-            body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
-            leading_lines=node.leading_lines,
-        )
-        return Fix(f"Wrap the loop in `with {torch}.no_grad():`", {node: block})
+    def _fix(self, scope, with_grad: list[cst.Call]) -> Fix | None:
+        evaluation = self.semantic.evaluation
+        no_grad, needs_import = evaluation.no_grad_call
+        changes: dict[cst.CSTNode, cst.CSTNode] = {}
+        if scope.kind == "function":
+            decorator = cst.Decorator(cst.parse_expression(no_grad))
+            changes[scope.node] = scope.node.with_changes(decorators=[*scope.node.decorators, decorator])
+            message = f"Decorate `{scope.node.name.value}` with `@{no_grad}`"
+        else:
+            start = scope.node if scope.kind == "loop" else None
+            for forward in with_grad:
+                statement = evaluation.anchor(start or forward, scope.model, scope.function)
+                changes.setdefault(statement, _wrapped(statement, no_grad))
+            message = f"Wrap in `with {no_grad}:`"
+        if needs_import:
+            first = evaluation.import_insertion()
+            if first is None or first in changes:
+                return None
+            imported = cst.parse_statement("import torch\n").with_changes(leading_lines=first.leading_lines)
+            changes[first] = cst.FlattenSentinel([imported, first.with_changes(leading_lines=())])
+        return Fix(message, changes)
+
+
+def _wrapped(statement: cst.BaseStatement, no_grad: str) -> cst.With:
+    return cst.With(
+        items=[cst.WithItem(cst.parse_expression(no_grad))],
+        body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
+        leading_lines=statement.leading_lines,
+    )

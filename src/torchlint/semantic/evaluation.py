@@ -1,241 +1,976 @@
-"""Evaluation facts: which code evaluates or predicts (functions named for it, loops over
-validation or test loaders), which module it runs, and whether the model is in eval mode and
-gradients are off there, following the same file's callers."""
+"""Evaluation facts: which code evaluates or predicts, which module it runs, and whether that
+module is in eval mode and gradients are off there, following the same file's callers.
+
+Evaluation code is found three ways:
+
+- functions named for it (``evaluate``, ``validate``, ``test``, ``predict``, ``infer``,
+  ``val_epoch``, ``check_accuracy``...) that run a module and never train;
+- loops over validation or test data (``for x, y in val_loader``, ``testloader``,
+  ``dataloaders["val"]``, ``zip(X_test, y_test)``) that run a module and never train;
+- statements that run a module for inference: after its weights are loaded
+  (``model.load_state_dict(...)``, ``model = torch.load(...)``) with no training after that,
+  or on validation or test data (``model(X_test)``).
+
+A module is what the semantic model says (``Kind.MODULE``); where the type is unknown, a name
+that reads like a model (``model``, ``net``, ``encoder``, ``best_model``...), a receiver of
+module-only methods (``load_state_dict``, ``parameters``, ``eval``), or a parameter that a
+call in the file passes a known module to, in a file that imports torch. Code owned by a
+framework (Lightning and Hugging Face classes, Lightning hooks), the methods of an ``nn.Module``
+subclass (its caller owns the mode), and pytest or unittest tests are never evaluation code.
+
+Everything comes from one traversal of the module; the rest is asked of the recorded calls,
+assignments and loops, by position.
+"""
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from torchlint.semantic.training import Loop, SCOPE_BOUNDARIES
-
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
-_EVAL_FUNCTION = re.compile(
-    r"^_?(evaluate|evaluation|eval|validate|validation|valid|val|test|testing|predict|prediction|infer|inference|"
-    r"run_eval|run_validation|run_test|run_inference)(_(epoch|one_epoch|model|loop|step|fn|batch|set|loader|all))?$"
-    r"|^_?(evaluate|validate|predict|infer)_\w+$"
+EVAL, TRAIN = "eval", "train"
+
+_EVAL_FUNCTION_WORDS = frozenset(
+    {"evaluate", "evaluation", "eval", "evaluating", "validate", "validation", "validating", "valid", "val",
+     "test", "testing", "predict", "prediction", "predictions", "infer", "inference", "accuracy",
+     "visualize", "visualise", "estimate"}
 )
-# Framework hooks that own the mode (Lightning).
-_FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|epoch_end|step_end)$|^on_")
-_EVAL_LOADER = re.compile(r"(val|valid|validation|test|eval|dev)\w*(loader|_dl\b|dl\b|_data\b|_set\b|_iter\b|ds\b)", re.IGNORECASE)
-MODEL_NAMES = re.compile(r"^(model|net|network|classifier|encoder|decoder|backbone|module|generator|discriminator)(_\w+)?$")
-GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode")
+_EVAL_DATA_WORDS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"})
+_DATA_WORDS = frozenset(
+    {"loader", "loaders", "dataloader", "dataloaders", "dl", "dls", "iter", "iterator", "batches", "batch", "set",
+     "dataset", "datasets", "ds", "data", "gen", "generator", "samples", "examples", "images", "imgs", "img",
+     "image", "x", "y", "inputs", "input", "features", "feats", "seqs", "sentences", "texts", "tensor", "split"}
+)
+_JOINED_EVAL_DATA = re.compile(r"^(val|valid|test|eval|dev)(loader|set|data|dl|ds|iter|batch|x|images|imgs)s?$")
+_MODEL_WORDS = frozenset(
+    {"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "generator", "discriminator", "cnn",
+     "rnn", "lstm", "gru", "mlp", "autoencoder", "vae", "unet", "transformer", "student", "teacher"}
+)
+# Lightning hooks: the framework sets the mode and disables gradients around them.
+_FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_end)$|^on_\w+$")
+_FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
+_TEST_FRAMEWORKS = frozenset({"pytest", "unittest"})
+# Methods only an nn.Module has: a receiver of one is a module.
+_MODULE_ONLY_METHODS = ("load_state_dict", "parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval")
+_GRAD_CONTEXTS = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad",
+     "torch.autograd.no_grad", "torch.autograd.enable_grad", "torch.autograd.set_grad_enabled",
+     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+     "torch.autograd.grad_mode.set_grad_enabled", "torch.autograd.grad_mode.enable_grad"}
+)
+_GRAD_CONTEXT_TEXT = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
+_LOADS = frozenset({"torch.load", "torch.jit.load"})
+_BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+_EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+
+
+def words(name: str) -> list[str]:
+    """``evaluateModel`` -> ``["evaluate", "model"]``; ``X_test`` -> ``["x", "test"]``."""
+    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
+
+
+def is_model_name(name: str) -> bool:
+    return any(w in _MODEL_WORDS or w.endswith(("net", "model")) for w in words(name))
+
+
+def _maybe_eval_data(name: str) -> bool:
+    """A quick look before splitting the name into words: most names are not data."""
+    lower = name.lower()
+    return any(part in lower for part in ("val", "test", "dev", "eval", "holdout"))
+
+
+def _is_eval_data_name(name: str) -> bool:
+    found = set(words(name))
+    return bool(found & _EVAL_DATA_WORDS and found & _DATA_WORDS) or bool(_JOINED_EVAL_DATA.match(name.lower()))
+
+
+def called_module(call: cst.Call) -> cst.BaseExpression:
+    """The module a forward pass runs: ``model`` in ``model(x)`` and ``model.forward(x)``."""
+    func = call.func
+    return func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr
 
 
 @dataclass
 class EvalScope:
-    node: cst.FunctionDef | cst.For | cst.While  # an evaluation function or loop
-    forward: cst.Call  # the first forward pass through a module there
-    model: cst.BaseExpression  # the module that forward runs
+    """Code that evaluates or predicts."""
+
+    kind: str  # "function", "loop" or "statement"
+    node: cst.CSTNode  # the evaluation function, the loop, or the first statement that runs the model
+    function: cst.FunctionDef | None  # the function the forward passes run in (None: module level)
+    forwards: list[cst.Call]  # forward passes through the module there, in source order
+
+    @property
+    def model(self) -> cst.BaseExpression:
+        return called_module(self.forwards[0])
+
+
+@dataclass(frozen=True)
+class _ModeEvent:
+    position: tuple[int, int]
+    node: cst.Call
+    mode: str  # EVAL or TRAIN
+    explicit: bool  # a .eval()/.train() call or a same-file function known to make one
+
+
+class _Scan(cst.CSTVisitor):
+    """The one traversal: calls, loops, assignments and functions, each with the function it
+    runs in, and which names and attributes are used other than by calling them."""
+
+    def __init__(self, facts: EvaluationFacts) -> None:
+        super().__init__()
+        self.facts = facts
+        self.functions: list[cst.FunctionDef | None] = [None]
+        self.not_references: set[cst.CSTNode] = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self.facts.imported.add(_code(alias.name).split(".")[0])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is not None and not node.relative:
+            self.facts.imported.add(_code(node.module).split(".")[0])
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.facts.functions.append(node)
+        self.facts.function_of[node] = self.functions[-1]
+        self.facts.functions_by_name[node.name.value].append(node)
+        self.not_references.add(node.name)
+        self.functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.not_references.add(node.name)
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        self.facts.function_of[node] = self.functions[-1]
+        self.facts.loops.append(node)
+
+    visit_For = visit_While = _loop
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self.facts.is_eval_data(node.iter):
+            self.facts.eval_comprehensions.append(node)
+
+    def _assignment(self, node: cst.Assign | cst.AugAssign | cst.AnnAssign) -> None:
+        self.facts.function_of[node] = self.functions[-1]
+        self.facts.assignments_in[self.functions[-1]].append(node)
+
+    visit_Assign = visit_AugAssign = visit_AnnAssign = _assignment
+
+    def visit_Call(self, node: cst.Call) -> None:
+        facts = self.facts
+        facts.function_of[node] = self.functions[-1]
+        facts.calls_in[self.functions[-1]].append(node)
+        self.not_references.add(node.func)
+        if isinstance(node.func, cst.Attribute):
+            self.not_references.add(node.func.attr)
+            facts.calls_by_name[node.func.attr.value].append(node)
+        elif isinstance(node.func, cst.Name):
+            facts.calls_by_name[node.func.value].append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.not_references.add(node.attr)
+        if node not in self.not_references:
+            self.facts.attribute_references[node.attr.value] += 1
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.not_references.add(node.name)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.not_references.add(node.keyword)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node not in self.not_references:
+            self.facts.name_references[node.value] += 1
+        if _maybe_eval_data(node.value) and _is_eval_data_name(node.value):
+            self.facts.eval_data_names.append(node)
 
 
 class EvaluationFacts:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
-        self.code = model.module.code_for_node
-        self.scopes: list[EvalScope] = []
-        self._calls_by_name: dict[str, list[cst.Call]] = {}
-        self._mode_calls: list[cst.Call] = []  # x.eval(), x.train(...)
-        self._scan()
+        self.positions = model.positions
+        self.imported: set[str] = set()
+        self.functions: list[cst.FunctionDef] = []
+        self.functions_by_name: dict[str, list[cst.FunctionDef]] = defaultdict(list)
+        self.function_of: dict[cst.CSTNode, cst.FunctionDef | None] = {}
+        self.loops: list[cst.For | cst.While] = []
+        self.eval_comprehensions: list[cst.CompFor] = []
+        self.assignments_in: dict[cst.FunctionDef | None, list[cst.CSTNode]] = defaultdict(list)
+        self.calls_in: dict[cst.FunctionDef | None, list[cst.Call]] = defaultdict(list)
+        self.calls_by_name: dict[str, list[cst.Call]] = defaultdict(list)
+        self.name_references: Counter[str] = Counter()
+        self.attribute_references: Counter[str] = Counter()
+        self.eval_data_names: list[cst.Name] = []
+        self._effects: dict[cst.FunctionDef, str | None] = {}
+        self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
+        self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
+        self._owned_cache: dict[cst.FunctionDef, bool] = {}
+        self._trains: dict[cst.FunctionDef, bool] = {}
+        model.module.visit(_Scan(self))
+        self.torch_file = bool(self.imported & {"torch", "torchvision", "pytorch_lightning", "lightning", "timm"})
+        self.scopes: list[EvalScope] = self._find_scopes() if self.torch_file else []
 
-    # --- collecting ---------------------------------------------------------------------
+    # --- positions ----------------------------------------------------------------------
 
-    def _scan(self) -> None:
-        facts = self
-        functions: list[cst.FunctionDef] = []
-        loops: list[cst.CSTNode] = []
+    def _start(self, node: cst.CSTNode) -> tuple[int, int]:
+        return self.model.start_key(node)
 
-        class Scan(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-                functions.append(node)
-
-            def visit_For(self, node: cst.For) -> None:
-                if _EVAL_LOADER.search(facts.code(node.iter)):
-                    loops.append(node)
-
-            def visit_Call(self, node: cst.Call) -> None:
-                func = node.func
-                name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-                if name is not None:
-                    facts._calls_by_name.setdefault(name, []).append(node)
-                if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
-                    facts._mode_calls.append(node)
-
-        self.model.module.visit(Scan())
-        training = self.model.training
-        backward_calls = list(training.backward_calls)
-        for function in functions:
-            if not _EVAL_FUNCTION.match(function.name.value) or _FRAMEWORK_HOOKS.match(function.name.value):
-                continue
-            if any(self._inside(b, function) for b in backward_calls):
-                continue  # it trains
-            forward = self._first_forward(function.body, function)
-            if forward is not None:
-                self.scopes.append(EvalScope(function, forward, forward.func))
-        for loop in loops:
-            if any(self._inside(b, loop) for b in backward_calls):
-                continue
-            function = self.model.enclosing_function(loop)
-            if any(s.node is function for s in self.scopes):
-                continue  # the function is the scope
-            if function is not None and _FRAMEWORK_HOOKS.match(function.name.value):
-                continue
-            forward = self._first_forward(loop.body, function)
-            if forward is not None:
-                self.scopes.append(EvalScope(loop, forward, forward.func))
+    def _end(self, node: cst.CSTNode) -> tuple[int, int]:
+        end = self.positions[node].end
+        return (end.line, end.column)
 
     def _inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return any(a is container for a in self.model.ancestors(node))
+        return self._start(container) <= self._start(node) and self._end(node) <= self._end(container)
 
-    def _first_forward(self, body: cst.CSTNode, function: cst.FunctionDef | None) -> cst.Call | None:
-        """The first call of a known module in ``body`` (not in nested functions)."""
-        found: list[cst.Call] = []
-        facts = self
+    def _statement_of(self, node: cst.CSTNode) -> cst.BaseStatement:
+        if isinstance(node, cst.BaseStatement):
+            return node
+        return next(a for a in self.model.ancestors(node) if isinstance(a, cst.BaseStatement))
 
-        class Forward(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def _enclosing_functions(self, function: cst.FunctionDef | None) -> Iterator[cst.FunctionDef]:
+        while function is not None:
+            yield function
+            function = self.function_of.get(function)
+
+    # --- what calls are -----------------------------------------------------------------
+
+    def is_eval_data(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` reads validation or test data: ``val_loader``, ``testloader``,
+        ``X_test``, ``dataloaders["val"]``, ``get_loader("test")``."""
+        found = False
+
+        class Names(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                nonlocal found
+                found = found or _is_eval_data_name(node.value)
+
+            def visit_SimpleString(self, node: cst.SimpleString) -> None:
+                nonlocal found
+                value = node.evaluated_value
+                found = found or (isinstance(value, str) and value.lower() in _EVAL_DATA_WORDS)
+
+            def visit_List(self, node: cst.List) -> bool:
+                return False  # for split in ["train", "val"]: names, not data
+
+            visit_Tuple = visit_Set = visit_List
+
+        expr.visit(Names())
+        return found
+
+    def _mode_call(self, call: cst.Call) -> str | None:
+        """EVAL for ``m.eval()`` / ``m.train(False)``, TRAIN for ``m.train()`` / ``m.train(True)``;
+        None for anything else (``m.train(was_training)`` restores an unknown mode)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in (EVAL, TRAIN) or self._same_file_callees(call):
+            return None
+        if func.attr.value == EVAL:
+            return EVAL if not call.args else None
+        if not call.args:
+            return TRAIN
+        arg = call.args[0]
+        if len(call.args) == 1 and (arg.keyword is None or arg.keyword.value == "mode") and isinstance(arg.value, cst.Name):
+            return {"True": TRAIN, "False": EVAL}.get(arg.value.value)
+        return None
+
+    def _same_file_callees(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The functions of this file a call may run: ``helper()`` a function, ``x.helper()``
+        a method. ``m.train()`` and ``m.eval()`` switch a module's mode unless they are
+        ``self.train()`` in a class that defines ``train``."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return [f for f in self.functions_by_name.get(func.value, ()) if not self._is_method(f)]
+        if not isinstance(func, cst.Attribute):
+            return []
+        methods = [f for f in self.functions_by_name.get(func.attr.value, ()) if self._is_method(f)]
+        if func.attr.value in (EVAL, TRAIN):
+            if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                return []
+            function = self.function_of.get(call)
+            cls = self._class_of(function) if function is not None else None
+            return [f for f in methods if self.model.parent(self.model.parent(f)) is cls]
+        return methods
+
+    def _callee_words(self, call: cst.Call) -> list[str]:
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return words(name)
+
+    @cached_property
+    def _backward_calls(self) -> list[cst.Call]:
+        found = [c for name in ("backward", "manual_backward") for c in self.calls_by_name.get(name, ()) if isinstance(c.func, cst.Attribute)]
+        found += [c for name in ("grad", "backward") for c in self.calls_by_name.get(name, ()) if self.model.qualified_name(c.func) in _BACKWARDS]
+        return sorted(set(found), key=self._start)
+
+    def _is_training_call(self, call: cst.Call) -> bool:
+        """A backward pass, a same-file function that trains, or an unknown ``train...()`` /
+        ``fit()`` (not a mode switch)."""
+        if call in self._backward_set:
+            return True
+        if self._mode_call(call) is not None:
+            return False
+        callees = self._same_file_callees(call)
+        if callees:
+            return any(self._function_trains(f) for f in callees)
+        ws = self._callee_words(call)
+        restores_mode = isinstance(call.func, cst.Attribute) and call.func.attr.value == TRAIN and len(call.args) <= 1
+        return bool(ws) and ws[0] in (TRAIN, "fit") and not restores_mode
+
+    @cached_property
+    def _backward_set(self) -> set[cst.Call]:
+        return set(self._backward_calls)
+
+    def _function_trains(self, function: cst.FunctionDef) -> bool:
+        if function not in self._trains:
+            self._trains[function] = False  # recursion: assume not, until shown
+            self._trains[function] = any(
+                self._is_training_call(c) for f in self._with_nested(function) for c in self.calls_in.get(f, ())
+            )
+        return self._trains[function]
+
+    def _with_nested(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
+        return [f for f in self.functions if function in self._enclosing_functions(f)]
+
+    def _training_points(self, function: cst.FunctionDef | None) -> list[cst.Call]:
+        """Calls in a function's own body that train, in source order."""
+        if function not in self._training_points_cache:
+            self._training_points_cache[function] = [c for c in self.calls_in.get(function, ()) if self._is_training_call(c)]
+        return self._training_points_cache[function]
+
+    def _trains_in(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
+        return any(self._inside(c, region) for c in self._training_points(function))
+
+    # --- modes --------------------------------------------------------------------------
+
+    def _mode_events(self, function: cst.FunctionDef | None) -> list[_ModeEvent]:
+        """Mode changes in a function's own body, in source order: ``.eval()`` / ``.train()``,
+        calls of same-file functions that end in one, and unknown helpers named for one
+        (``set_eval_mode(model)``, ``train_one_epoch(...)``)."""
+        if function in self._mode_events_cache:
+            return self._mode_events_cache[function]
+        events = self._mode_events_cache[function] = []
+        for call in self.calls_in.get(function, ()):
+            mode, explicit = self._mode_call(call), True
+            if mode is None:
+                callees = [f for f in self._same_file_callees(call) if f is not function]
+                if callees:
+                    effects = {self._effect(f) for f in callees}
+                    mode = effects.pop() if len(effects) == 1 else None
+                else:
+                    ws = self._callee_words(call)
+                    mode = EVAL if EVAL in ws else TRAIN if ws and ws[0] in (TRAIN, "fit") else None
+                    explicit = False
+            if mode is not None:
+                events.append(_ModeEvent(self._start(call), call, mode, explicit))
+        return events
+
+    def _effect(self, function: cst.FunctionDef) -> str | None:
+        """The mode a same-file function leaves modules in: its last mode change."""
+        if function not in self._effects:
+            self._effects[function] = None
+            events = self._mode_events(function)
+            self._effects[function] = events[-1].mode if events else None
+        return self._effects[function]
+
+    def in_eval_mode(self, scope: EvalScope) -> bool:
+        """Whether the module is (or is deliberately not) in eval mode when the scope's first
+        forward pass runs: an ``.eval()`` before it in its function; an explicit ``.train()``
+        inside the evaluation code itself (Monte Carlo dropout); a module only ever put in eval
+        mode in this file; or the same at every call of the function in the file."""
+        return self._eval_at(scope.forwards[0], scope.function, scope.node, scope.model, frozenset())
+
+    def _eval_at(self, node, function, region, model, seen) -> bool:
+        before = [e for e in self._mode_events(function) if e.position < self._start(node)]
+        if before:
+            last = before[-1]
+            return last.mode == EVAL or (region is not None and self._inside(last.node, region))
+        if self._always_in_eval(model, function):
+            return True
+        return self._callers_all(function, seen, lambda site, seen: self._eval_at(site, self.function_of[site], None, model, seen))
+
+    def _callers_all(self, function, seen, check) -> bool:
+        """Whether ``check`` holds at every call of ``function`` in the file. Unknown callers
+        (none in the file while the function is passed around by name, a framework hook)
+        count as holding; a function with no callers at all does not."""
+        if function is None:
+            return False
+        if function in seen or self._framework_owned(function) or self._referenced(function):
+            return True
+        sites = self.call_sites(function)
+        return bool(sites) and all(check(site, seen | {function}) for site in sites)
+
+    def _always_in_eval(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """``self.model`` put in eval mode somewhere in its class and never back in train
+        mode; likewise a module-level model anywhere in the file (an inference service that
+        calls ``model.eval()`` once at load time), and a model built by ``from_pretrained``
+        (Hugging Face returns it in eval mode)."""
+        text = _code(model)
+        if isinstance(model, cst.Name) and self._from_pretrained(model):
+            train_calls = [c for c in self.calls_by_name.get(TRAIN, ()) if _code(c.func.value) == text]
+            return not any(self._mode_call(c) == TRAIN for c in train_calls)
+        if text.startswith("self.") and function is not None:
+            cls = self._class_of(function)
+            if cls is None:
                 return False
+            calls = [c for name in (EVAL, TRAIN) for c in self.calls_by_name.get(name, ()) if self._inside(c, cls)]
+        elif isinstance(_root(model), cst.Name) and self._is_global(_root(model)):
+            calls = [c for name in (EVAL, TRAIN) for c in self.calls_by_name.get(name, ())]
+        else:
+            return False
+        modes = {self._mode_call(c) for c in calls if _code(c.func.value) == text}
+        return EVAL in modes and TRAIN not in modes
 
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
+    def _from_pretrained(self, name: cst.Name) -> bool:
+        values = self.model.values(name)
+        return bool(values) and all(
+            isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "from_pretrained" for v in values
+        )
 
-            def visit_Call(self, node: cst.Call) -> None:
-                if not found and facts._is_module(node.func, function):
-                    found.append(node)
+    def _is_global(self, name: cst.Name) -> bool:
+        from libcst.metadata import GlobalScope
 
-        body.visit(Forward())
-        return found[0] if found else None
+        assignments = self.model.assignments(name)
+        return bool(assignments) and all(isinstance(a.scope, GlobalScope) for a in assignments)
 
-    def _is_module(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+    # --- gradients ----------------------------------------------------------------------
+
+    def grad_disabled(self, node: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
+        """Whether ``node`` runs with gradients off (or deliberately on): inside a ``with`` of
+        ``no_grad`` / ``inference_mode`` / ``set_grad_enabled`` / ``enable_grad``, in a
+        function decorated with one, after ``torch.set_grad_enabled(False)`` in its function or
+        at module level, or the same at every call of its function in the file."""
+        for ancestor in self.model.ancestors(node):
+            if isinstance(ancestor, cst.With) and any(self._grad_context(item.item) for item in ancestor.items):
+                return True
+            if isinstance(ancestor, cst.FunctionDef) and any(self._grad_context(d.decorator) for d in ancestor.decorators):
+                return True
+        function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
+        if self._grad_switched_off(function, node) or (function is not None and self._grad_switched_off(None, None)):
+            return True
+        return self._callers_all(function, seen, lambda site, seen: self.grad_disabled(site, seen))
+
+    def _grad_context(self, expr: cst.BaseExpression) -> bool:
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        if self.model.qualified_name(target) in _GRAD_CONTEXTS:
+            return not self._turns_grad_on(expr)
+        return any(text in _code(expr) for text in _GRAD_CONTEXT_TEXT)
+
+    def _turns_grad_on(self, expr: cst.BaseExpression) -> bool:
+        """``set_grad_enabled(True)`` or ``inference_mode(False)``: a context that changes nothing."""
+        if not (isinstance(expr, cst.Call) and expr.args):
+            return False
+        value = expr.args[0].value
+        name = self.model.qualified_name(expr.func) or ""
+        literal = value.value if isinstance(value, cst.Name) else None
+        return (name.endswith("set_grad_enabled") and literal == "True") or (name.endswith("inference_mode") and literal == "False")
+
+    def _grad_switched_off(self, function: cst.FunctionDef | None, before: cst.CSTNode | None) -> bool:
+        """The last ``torch.set_grad_enabled(...)`` statement in a function's own body (before
+        ``before`` when given) switches gradients off."""
+        last = None
+        for call in self.calls_by_name.get("set_grad_enabled", ()):
+            if self.function_of[call] is not function or (before is not None and self._start(call) >= self._start(before)):
+                continue
+            if isinstance(self.model.parent(call), cst.Expr):
+                last = call
+        return last is not None and not self._turns_grad_on(last) and self.model.qualified_name(last.func) in _GRAD_CONTEXTS
+
+    # --- callers ------------------------------------------------------------------------
+
+    def _is_method(self, function: cst.FunctionDef) -> bool:
+        return isinstance(self.model.parent(self.model.parent(function)), cst.ClassDef)
+
+    def _class_of(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        for f in self._enclosing_functions(function):
+            if self._is_method(f):
+                return self.model.parent(self.model.parent(f))
+        return None
+
+    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """Calls of ``function`` in the file: ``name(...)`` for a function, ``x.name(...)``
+        for a method; not its own recursive calls."""
+        method = self._is_method(function)
+        return [
+            c
+            for c in self.calls_by_name.get(function.name.value, ())
+            if isinstance(c.func, cst.Attribute if method else cst.Name) and not self._inside(c, function)
+        ]
+
+    def _referenced(self, function: cst.FunctionDef) -> bool:
+        """Used other than by calling it (passed as a callback): its callers are unknown."""
+        references = self.attribute_references if self._is_method(function) else self.name_references
+        return references[function.name.value] > 0
+
+    # --- who owns the mode --------------------------------------------------------------
+
+    def _framework_owned(self, function: cst.FunctionDef) -> bool:
+        """Code whose mode and gradients someone else sets: Lightning hooks, methods of
+        framework classes (Lightning, Hugging Face ``Trainer``, Ignite) and of ``nn.Module``
+        subclasses (the caller puts a module in eval mode), and tests."""
+        if function not in self._owned_cache:
+            self._owned_cache[function] = self._owns_mode(function)
+        return self._owned_cache[function]
+
+    def _owns_mode(self, function: cst.FunctionDef) -> bool:
+        for f in self._enclosing_functions(function):
+            if self._is_method(f) and _FRAMEWORK_HOOKS.match(f.name.value):
+                return True
+            if self._is_pytest_test(f):
+                return True
+        cls = self._class_of(function)
+        while cls is not None:
+            if self._class_owns_mode(cls, frozenset()):
+                return True
+            enclosing = self.model.enclosing_function(cls)
+            cls = self._class_of(enclosing) if enclosing is not None else None
+        return False
+
+    def _class_owns_mode(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+        from torchlint.semantic import Kind
+
+        info = self.model.classes.get(cls)
+        if info is None or cls in seen:
+            return False
+        if cls.name.value.startswith("Test") or cls.name.value.endswith("TestCase") or any(b.endswith("TestCase") for b in info.base_names):
+            return True
+        if any(base.startswith(_FRAMEWORK_PACKAGES) for base in info.base_names):
+            return True
+        if self.model.class_kind(info) is Kind.MODULE:
+            return True
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body):
+            return True  # a module whose base class lives in another file
+        for arg in cls.bases:
+            if isinstance(arg.value, cst.Name):
+                for assignment in self.model.assignments(arg.value):
+                    if isinstance(assignment.node, cst.ClassDef) and self._class_owns_mode(assignment.node, seen | {cls}):
+                        return True
+        return False
+
+    def _is_pytest_test(self, function: cst.FunctionDef) -> bool:
+        """``test_*`` functions that no code in the file calls, in a file that imports a test
+        framework, taking no parameters, or running no loop: tests, not evaluation."""
+        ws = words(function.name.value)
+        if not ws or ws[0] != "test" or self.call_sites(function):
+            return False
+        params = [p for p in function.params.params if p.name.value != "self"]
+        has_loop = any(self._inside(loop, function) for loop in self.loops)
+        return not params or bool(self.imported & _TEST_FRAMEWORKS) or (len(ws) > 1 and not has_loop)
+
+    # --- modules ------------------------------------------------------------------------
+
+    @cached_property
+    def _module_receivers(self) -> set[str]:
+        """Expressions that module-only methods are called on (``model.load_state_dict``)."""
+        return {
+            _code(c.func.value)
+            for name in _MODULE_ONLY_METHODS
+            for c in self.calls_by_name.get(name, ())
+            if isinstance(c.func, cst.Attribute) and (name != EVAL or not c.args)
+        }
+
+    def runs_module(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether calling ``expr`` runs an ``nn.Module`` forward pass."""
         from torchlint.semantic import Kind
 
         if not isinstance(expr, (cst.Name, cst.Attribute)):
             return False
-        if self.model.kind(expr) is Kind.MODULE:
+        root = _root(expr)
+        if isinstance(root, cst.Name):
+            bindings = self.model.assignments(root)
+            if any(isinstance(a.node, (cst.FunctionDef, cst.ClassDef, cst.Import, cst.ImportFrom)) for a in bindings):
+                return False  # a function, a class, or an imported module's attribute
+        kind = self.model.kind(expr)
+        if kind is not None:
+            return kind is Kind.MODULE
+        if _code(expr) in self._module_receivers:
             return True
-        # An unannotated parameter named like a model: `def evaluate(model, loader)`.
-        if isinstance(expr, cst.Name) and function is not None and MODEL_NAMES.match(expr.value):
-            return any(p.name.value == expr.value for p in function.params.params)
-        # self.model(x) in a method, where the model came from outside.
-        return (
-            isinstance(expr, cst.Attribute)
-            and isinstance(expr.value, cst.Name)
-            and expr.value.value == "self"
-            and bool(MODEL_NAMES.match(expr.attr.value))
+        if isinstance(expr, cst.Name):
+            if self._bound_to_load(expr) or self._param_given_module(expr, function):
+                return True
+            return is_model_name(expr.value)
+        return is_model_name(expr.attr.value)
+
+    def _bound_to_load(self, name: cst.Name) -> bool:
+        return any(
+            isinstance(v, cst.Call) and self.model.qualified_name(v.func) in _LOADS
+            for a in self.model.assignments(name)
+            for v in [self.model.bound_values.get(a.node)]
         )
 
-    # --- questions ----------------------------------------------------------------------
+    def _param_given_module(self, name: cst.Name, function: cst.FunctionDef | None) -> bool:
+        """A parameter that some call in the file passes a known module to."""
+        from torchlint.semantic import Kind
 
-    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
-        return [c for c in self._calls_by_name.get(function.name.value, []) if not self._inside(c, function)]
-
-    def eval_mode_before(self, node: cst.CSTNode, model: cst.BaseExpression | None = None) -> bool:
-        """Whether the last mode change before ``node`` in its function (or module) is
-        ``eval()`` / ``train(False)``, for ``model`` when given."""
-        scope = self.model.enclosing_function(node)
-        position = self.model.start_key(node)
-        wanted = self.code(model) if model is not None else None
-        last = None
-        for call in self._mode_calls:
-            if self.model.enclosing_function(call) is not scope or self.model.start_key(call) >= position:
+        for f in self._enclosing_functions(function):
+            params = [p.name.value for p in f.params.params]
+            if name.value not in params:
                 continue
-            if wanted is not None and self.code(call.func.value) != wanted:
-                continue
-            if last is None or self.model.start_key(call) > self.model.start_key(last):
-                last = call
-        return last is not None and _is_eval_call(last)
-
-    def model_in_eval(self, scope: EvalScope) -> bool:
-        if self.eval_mode_before(scope.forward, scope.model):
-            return True
-        if isinstance(scope.node, cst.FunctionDef):
-            sites = self.call_sites(scope.node)
-            return bool(sites) and all(self.eval_mode_before(site) for site in sites)
-        return self._loop_in_eval_function_caller(scope)
-
-    def _loop_in_eval_function_caller(self, scope: EvalScope) -> bool:
-        # A loop inside a function every caller of which puts the model in eval mode first.
-        function = self.model.enclosing_function(scope.node)
-        if function is None:
-            return False
-        sites = self.call_sites(function)
-        return bool(sites) and all(self.eval_mode_before(site) for site in sites)
-
-    def grad_disabled(self, node: cst.CSTNode, follow_callers: bool = True) -> bool:
-        """Whether ``node`` runs under ``no_grad`` / ``inference_mode`` /
-        ``set_grad_enabled(False)``: a ``with`` around it, a decorator of an enclosing
-        function, a ``torch.set_grad_enabled(False)`` earlier in its function, or, for code
-        in a function, the same at every call site of that function in the file."""
-        for ancestor in self.model.ancestors(node):
-            if isinstance(ancestor, cst.With) and any(self._grad_off(item.item) for item in ancestor.items):
-                return True
-            if isinstance(ancestor, cst.FunctionDef):
-                if any(self._grad_off(d.decorator) for d in ancestor.decorators):
+            for site in self.call_sites(f):
+                argument = self._argument_for(site, f, name.value)
+                if argument is not None and self.model.kind(argument) is Kind.MODULE:
                     return True
-        function = self.model.enclosing_function(node)
-        if self._set_grad_false_before(node, function):
-            return True
-        if follow_callers and function is not None:
-            sites = self.call_sites(function)
-            return bool(sites) and all(self.grad_disabled(site, follow_callers=False) for site in sites)
+            return False
         return False
 
-    def _grad_off(self, expr: cst.BaseExpression) -> bool:
-        target = expr.func if isinstance(expr, cst.Call) else expr
-        qname = self.model.qualified_name(target)
-        if qname in GRAD_OFF:
-            return True
-        if qname == "torch.set_grad_enabled" and isinstance(expr, cst.Call) and expr.args:
-            return self.code(expr.args[0].value) == "False"
-        return False
+    def _argument_for(self, site: cst.Call, function: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+        """The expression a call passes for a parameter."""
+        params = [p.name.value for p in function.params.params]
+        index = params.index(param)
+        if self._is_method(function) and isinstance(site.func, cst.Attribute) and params and params[0] in ("self", "cls"):
+            index -= 1
+        for position, arg in enumerate(site.args):
+            if arg.star:
+                return None
+            if arg.keyword is not None:
+                if arg.keyword.value == param:
+                    return arg.value
+            elif position == index:
+                return arg.value
+        return None
 
-    def _set_grad_false_before(self, node: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
-        body = function.body.body if function is not None else self.model.module.body
-        position = self.model.start_key(node)
-        for statement in body:
-            if self.model.start_key(statement) >= position:
-                break
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and self._grad_off(small.value):
-                        return True
-        return False
+    # --- finding the scopes -------------------------------------------------------------
 
-    def epoch_loops_without_train(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """Loops around ``node`` (in its function) that also run a training pass, and never
-        call ``.train()``: after evaluation there, the next training pass would run in eval
-        mode."""
-        training = self.model.training
-        for ancestor in self.model.ancestors(node):
-            if isinstance(ancestor, SCOPE_BOUNDARIES):
-                return
-            if not isinstance(ancestor, Loop):
+    def _find_scopes(self) -> list[EvalScope]:
+        scopes = [s for s in map(self._function_scope, self.functions) if s is not None]
+        functions = {s.node for s in scopes}
+        for loop in self.loops:
+            function = self.function_of[loop]
+            if not isinstance(loop, cst.For) or not self.is_eval_data(loop.iter):
                 continue
-            trains = any(self._inside(it.loop, ancestor) for it in training.iterations) or any(
-                self._inside(site, ancestor) for site in self._training_function_calls()
-            )
-            has_train_call = any(
-                self._inside(c, ancestor) and not _is_eval_call(c) for c in self._mode_calls
-            )
-            if trains and not has_train_call:
-                yield ancestor
+            if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
+                continue
+            if (function is not None and self._framework_owned(function)) or self._trains_in(loop, function):
+                continue
+            forwards = self._forwards(loop, function)
+            if forwards:
+                scopes.append(EvalScope("loop", loop, function, forwards))
+        scopes.extend(self._statement_scopes(scopes, functions))
+        return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 
-    def _training_function_calls(self) -> list[cst.Call]:
-        training = self.model.training
-        names = set()
-        for iteration in training.iterations:
-            function = self.model.enclosing_function(iteration.loop)
-            if function is not None:
-                names.add(function.name.value)
-        return [c for name in sorted(names) for c in self._calls_by_name.get(name, [])]
+    def _function_scope(self, function: cst.FunctionDef) -> EvalScope | None:
+        if not _EVAL_FUNCTION_WORDS.intersection(words(function.name.value)) or self._framework_owned(function):
+            return None
+        if self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls):
+            return None
+        forwards = self._forwards(function, function)
+        if not forwards:
+            return None
+        # A loop-free `predict(model, x)` whose output a training step backpropagates through
+        # is part of the training forward pass.
+        if not any(self._inside(loop, function) for loop in self.loops) and any(map(self._feeds_backward, self.call_sites(function))):
+            return None
+        return EvalScope("function", function, function, forwards)
+
+    def _forwards(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> list[cst.Call]:
+        return [c for c in self.calls_in.get(function, ()) if self._inside(c, region) and self.runs_module(called_module(c), function)]
+
+    def _statement_scopes(self, scopes: list[EvalScope], functions: set) -> list[EvalScope]:
+        """Forward passes for inference outside evaluation functions and loops, grouped by
+        function, model and training loop: one scope per group."""
+        groups: dict[tuple, EvalScope] = {}
+        for function, calls in self.calls_in.items():
+            if function is not None and (functions.intersection(self._enclosing_functions(function)) or self._framework_owned(function)):
+                continue
+            loads = self._loads(function)
+            for call in calls:
+                model = called_module(call)
+                if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
+                    continue
+                if not (self._after_load(call, loads, function) or self._on_eval_data(call)):
+                    continue
+                if not self.runs_module(model, function) or self._feeds_backward(call):
+                    continue
+                anchor = self.anchor(call, model, function)
+                if self._trains_in(anchor, function):
+                    continue
+                key = (function, _code(_root(model)), self._training_loop(call, function))
+                if key in groups:
+                    groups[key].forwards.append(call)
+                else:
+                    groups[key] = EvalScope("statement", anchor, function, [call])
+        return list(groups.values())
+
+    def _loads(self, function: cst.FunctionDef | None) -> list[tuple[cst.CSTNode, str]]:
+        """Weights loaded in a function's own body: ``m.load_state_dict(...)``, ``m = torch.load(...)``."""
+        found = [
+            (c, _code(c.func.value))
+            for c in self.calls_by_name.get("load_state_dict", ())
+            if isinstance(c.func, cst.Attribute) and self.function_of[c] is function
+        ]
+        for node in self.assignments_in.get(function, ()):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and self.model.qualified_name(node.value.func) in _LOADS:
+                found.extend((node, _code(t.target)) for t in node.targets)
+        return found
+
+    def _after_load(self, call: cst.Call, loads, function) -> bool:
+        """Inference after loading weights: the module's weights are loaded earlier in the same
+        function, and nothing trains there after the load."""
+        text = _code(called_module(call))
+        for load, target in loads:
+            if self._start(load) < self._start(call) and (text == target or text.startswith(target + ".")):
+                return not any(self._start(t) > self._start(load) for t in self._training_points(function))
+        return False
+
+    @cached_property
+    def _eval_data_starts(self) -> list[tuple[int, int]]:
+        return [self._start(name) for name in self.eval_data_names]
+
+    def _on_eval_data(self, call: cst.Call) -> bool:
+        """A forward pass on validation or test data: ``model(X_test)``, or inside a
+        comprehension over a test loader."""
+        for arg in call.args:
+            if arg.keyword is None and not arg.star:
+                # The eval-data names are in source order: find the first at or after the argument.
+                index = bisect.bisect_left(self._eval_data_starts, self._start(arg.value))
+                if index < len(self._eval_data_starts) and self._eval_data_starts[index] <= self._end(arg.value):
+                    return True
+        return any(self._inside(call, self.model.parent(comp)) for comp in self.eval_comprehensions)
+
+    def _training_loop(self, node: cst.CSTNode, function: cst.FunctionDef | None) -> cst.CSTNode | None:
+        """The innermost loop around ``node`` in its function that trains."""
+        for ancestor in self.model.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self._trains_in(ancestor, function):
+                return ancestor
+        return None
+
+    def _feeds_backward(self, call: cst.Call) -> bool:
+        """Whether a backward pass in the same function runs through the call's result."""
+        function = self.function_of[call]
+        loops = [a for a in self.model.ancestors(call) if isinstance(a, (cst.For, cst.While))]
+        # Only code that can run after the call: later in the function, or in a loop around it.
+        def later(node: cst.CSTNode) -> bool:
+            return self._start(node) > self._start(call) or any(self._inside(node, loop) for loop in loops)
+
+        backwards = [b for b in self._backward_calls if self.function_of[b] is function and (later(b) or self._inside(call, b))]
+        if not backwards:
+            return False
+        if any(self._inside(call, b) for b in backwards):
+            return True
+        targets = _assigned_names(self._statement_of(call))
+        flow = set().union(*(_read_names(b) for b in backwards))
+        assignments = [a for a in self.assignments_in.get(function, ()) if later(a)]
+        for _ in range(2):  # loss = crit(out, y); total = loss + aux; total.backward()
+            for node in reversed(assignments):
+                if _assigned_names(node) & flow and getattr(node, "value", None) is not None:
+                    flow |= _read_names(node.value)
+        return bool(targets & flow)
+
+    # --- where fixes go -----------------------------------------------------------------
+
+    def anchor(self, node: cst.CSTNode, model: cst.BaseExpression, function: cst.FunctionDef | None) -> cst.BaseStatement:
+        """The statement a fix wraps or precedes: the statement holding ``node``, widened to
+        the ``with`` blocks and loops around it that neither train, nor rebind the model, nor
+        switch its mode."""
+        statement = self._statement_of(node)
+        root = _code(_root(model))
+        while True:
+            block = self.model.parent(statement)
+            outer = self.model.parent(block)
+            if not isinstance(block, cst.IndentedBlock) or not isinstance(outer, (cst.With, cst.For, cst.While)):
+                return statement
+            if self._trains_in(outer, function) or self._binds(outer, root, function) or self._switches_mode(outer):
+                return statement
+            if isinstance(outer, cst.With) and any(self._turns_grad_on(i.item) or "enable_grad" in _code(i.item) for i in outer.items):
+                return statement
+            statement = outer
+
+    def _binds(self, region: cst.CSTNode, root: str, function) -> bool:
+        if isinstance(region, cst.For) and root in _assigned_names_of_target(region.target):
+            return True
+        if isinstance(region, cst.With) and any(i.asname is not None and root in _assigned_names_of_target(i.asname.name) for i in region.items):
+            return True
+        return any(self._inside(a, region) and root in _assigned_names(a) for a in self.assignments_in.get(function, ()))
+
+    def _switches_mode(self, region: cst.CSTNode) -> bool:
+        return any(self._inside(c, region) and self._mode_call(c) == TRAIN for c in self.calls_by_name.get(TRAIN, ()))
+
+    def eval_insertion(self, scope: EvalScope) -> cst.BaseStatement | None:
+        """The statement to put ``model.eval()`` before: the start of an evaluation function
+        (after its docstring) when the model comes from outside it, else the anchor of the
+        first forward pass."""
+        if scope.kind == "loop":
+            return self.anchor(scope.node, scope.model, scope.function)
+        if scope.kind == "statement":
+            return scope.node
+        if self._bound_inside(scope):
+            return self.anchor(scope.forwards[0], scope.model, scope.function)
+        body = scope.node.body
+        if not isinstance(body, cst.IndentedBlock):
+            return None
+        statements = list(body.body)
+        index = 1 if len(statements) > 1 and _is_docstring(statements[0]) else 0
+        while index < len(statements) - 1 and _is_global_statement(statements[index]):
+            index += 1
+        return statements[index]
+
+    def _bound_inside(self, scope: EvalScope) -> bool:
+        """The scope's model is created inside the evaluation function (not a parameter)."""
+        root = _root(scope.model)
+        if not isinstance(root, cst.Name) or root.value in [p.name.value for p in scope.node.params.params]:
+            return False
+        return any(root.value in _assigned_names(a) for a in self.assignments_in.get(scope.node, ()))
+
+    def train_restores(self, scope: EvalScope) -> list[tuple[cst.BaseStatement, str]] | None:
+        """Where ``model.train()`` must follow once the scope puts the model in eval mode, so
+        that a training pass after it does not run in eval mode: pairs of (statement to put it
+        after, model expression there). None when that cannot be written."""
+        model = _code(scope.model)
+        if scope.kind != "function":
+            anchor = self.anchor(scope.node if scope.kind == "loop" else scope.forwards[0], scope.model, scope.function)
+            return [(anchor, model)] if self._leaks_into_training(anchor, scope.function, frozenset()) else []
+        if self._bound_inside(scope):
+            return []
+        restores = []
+        for site in self.call_sites(scope.node):
+            if not self._leaks_into_training(site, self.function_of[site], frozenset()):
+                continue
+            argument = self._caller_expression(site, scope.node, model)
+            statement = self._statement_of(site)
+            if argument is None or isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], _EXITS):
+                return None
+            if not isinstance(self.model.parent(statement), (cst.IndentedBlock, cst.Module)):
+                return None
+            restores.append((statement, argument))
+        return restores
+
+    def eval_carries_over(self, earlier: EvalScope, scope: EvalScope) -> bool:
+        """Whether putting the model in eval mode for ``earlier`` also covers ``scope``: the same
+        model later in the same function, with no switch back to train mode in between (and
+        none to be inserted)."""
+        if earlier.function is not scope.function or _code(earlier.model) != _code(scope.model) or earlier.kind == "function":
+            return False
+        start, end = self._start(earlier.forwards[0]), self._start(scope.forwards[0])
+        switches = [e for e in self._mode_events(scope.function) if e.mode == TRAIN and start < e.position < end]
+        return start < end and not switches and self.train_restores(earlier) == []
+
+    def _leaks_into_training(self, point: cst.CSTNode, function, seen: frozenset) -> bool:
+        """Whether a training pass can follow ``point`` with no ``.train()`` in between: in a
+        loop around it that trains (and never switches back to train mode), later in its
+        function, or, through the function's callers, after it returns."""
+        loop = self._training_loop(point, function)
+        restores = [e for e in self._mode_events(function) if e.mode == TRAIN and e.explicit]
+        if loop is not None:
+            return not any(self._inside(e.node, loop) for e in restores)
+        later = [t for t in self._training_points(function) if self._start(t) > self._start(point)]
+        if later:
+            first = self._start(later[0])
+            return not any(self._start(point) < e.position <= first for e in restores)
+        if function is None or function in seen or any(self._start(point) < e.position for e in restores):
+            return False
+        return any(self._leaks_into_training(site, self.function_of[site], seen | {function}) for site in self.call_sites(function))
+
+    def _caller_expression(self, site: cst.Call, function: cst.FunctionDef, model: str) -> str | None:
+        """``model`` (as the evaluation function names it) as the caller names it."""
+        root, dot, rest = model.partition(".")
+        if root in [p.name.value for p in function.params.params] and root not in ("self", "cls"):
+            argument = self._argument_for(site, function, root)
+            return _code(argument) + dot + rest if isinstance(argument, (cst.Name, cst.Attribute)) else None
+        if root == "self":
+            return _code(site.func.value) + dot + rest if isinstance(site.func, cst.Attribute) else None
+        return model  # a module-level model: the same name everywhere
+
+    @cached_property
+    def no_grad_call(self) -> tuple[str, bool]:
+        """How this file writes ``torch.no_grad()`` (``th.no_grad()`` after ``import torch as
+        th``, ``no_grad()`` after ``from torch import no_grad``), and whether ``import torch``
+        must be added for it."""
+        for statement in self.model.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        name = _code(alias.name)
+                        if alias.asname is None and name.split(".")[0] == "torch":
+                            return "torch.no_grad()", False
+                        if alias.asname is not None and name == "torch":
+                            return f"{_code(alias.asname.name)}.no_grad()", False
+                if isinstance(small, cst.ImportFrom) and small.module is not None and _code(small.module) == "torch" and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        if _code(alias.name) == "no_grad":
+                            return f"{_code(alias.asname.name) if alias.asname else 'no_grad'}()", False
+        return "torch.no_grad()", True
+
+    def import_insertion(self) -> cst.BaseStatement | None:
+        """The top-level statement to put ``import torch`` before: the first after the
+        docstring and ``__future__`` imports."""
+        for index, statement in enumerate(self.model.module.body):
+            if index == 0 and _is_docstring(statement):
+                continue
+            if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.ImportFrom):
+                module = statement.body[0].module
+                if module is not None and _code(module) == "__future__":
+                    continue
+            return statement
+        return None
 
 
-def _is_eval_call(call: cst.Call) -> bool:
-    if call.func.attr.value == "eval":
-        return True
-    return bool(call.args) and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False"
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _is_global_statement(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], (cst.Global, cst.Nonlocal))
+
+
+def _assigned_names_of_target(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_assigned_names_of_target(e.value) for e in target.elements))
+    if isinstance(target, cst.StarredElement):
+        return _assigned_names_of_target(target.value)
+    return set()
+
+
+def _assigned_names(node: cst.CSTNode) -> set[str]:
+    """Names an assignment (or each assignment of a simple statement line) binds."""
+    if isinstance(node, cst.SimpleStatementLine):
+        return set().union(*(_assigned_names(small) for small in node.body))
+    if isinstance(node, cst.Assign):
+        return set().union(*(_assigned_names_of_target(t.target) for t in node.targets))
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        return _assigned_names_of_target(node.target)
+    return set()
+
+
+def _read_names(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False  # x.loss reads x, not a name `loss`
+
+    node.visit(Names())
+    return found
