@@ -14,7 +14,7 @@ from torchlint.engine import FixMode
 from torchlint.rule import Rule, all_rules, rule_by_code
 
 # Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.
-LAZY_COMMANDS: dict[str, str] = {"lsp": "torchlint.lsp:command"}
+LAZY_COMMANDS: dict[str, str] = {"lsp": "torchlint.lsp:command", "verify": "torchlint.runtime.cli:command"}
 
 
 class TorchlintGroup(click.Group):
