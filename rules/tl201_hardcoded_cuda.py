@@ -1,26 +1,41 @@
+from __future__ import annotations
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
-from torchlint.semantic.devices import DEVICE_TYPE_CALLS, cuda_string
+from torchlint.rule import Applicability, Fix, Rule
+from torchlint.semantic import Kind
+from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
+
+# Keyword arguments that place tensors or modules (or map a checkpoint's storages).
+PLACEMENT_KEYWORDS = ("device", "map_location")
 
 
 class HardcodedCuda(Rule):
     """
     ## What it does
     Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
-    `device="cuda"`. A choice guarded by an availability check or a flag
-    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, code under
-    `if torch.cuda.is_available():` or `if args.cuda:`) is left alone, and so are device
-    *types* such as `torch.autocast("cuda")`.
+    `device="cuda"` (and `map_location="cuda"`), and a device variable set to `"cuda"`.
+
+    It stays silent on choices made on purpose: the branches of an `if` or a conditional
+    expression that tests availability, a flag or the device
+    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, `if args.cuda:`,
+    `if use_cuda:`), code after an early exit when CUDA is missing
+    (`if not torch.cuda.is_available(): sys.exit(...)`), functions, classes and tests meant
+    for the GPU (`to_gpu`, `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), files
+    using GPU-only libraries (Triton, CuPy), a GPU index taken from a variable
+    (`.cuda(args.gpu)`, `torch.device("cuda", local_rank)`), device *types*
+    (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`) and the `torch.cuda` API.
 
     ## Why is this bad?
-    The script then fails on every machine without a GPU (a laptop, a CPU CI runner, a
+    The script fails on every machine without a GPU (a laptop, a CPU CI runner, a
     colleague's Mac) with `AssertionError: Torch not compiled with CUDA enabled` or
     `RuntimeError: No CUDA GPUs are available`, and cannot be pointed at another device
     without editing it.
 
     ## Example
     ```python
+    import torch
+
     model = Net().cuda()
     for x, y in loader:
         x, y = x.to("cuda"), y.to("cuda")
@@ -28,19 +43,34 @@ class HardcodedCuda(Rule):
 
     ## Use instead
     ```python
+    import torch
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
     model = Net().to(device)
     for x, y in loader:
         x, y = x.to(device), y.to(device)
     ```
 
     ## Fix safety
-    The fix rewrites the placement to `.to(device)` / `device=device`, reusing a `device`
-    already in scope (a parameter, a variable, `self.device`, a module-level `device`), and
-    otherwise defines `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`
-    once, after the imports. `torch.device("cuda...")` becomes that guarded expression. It is
-    safe: on a machine with CUDA the code runs on the same device as before. `.cuda(index)`
-    has no fix, since the index is a deliberate choice.
+    The fix rewrites `.cuda()` to `.to(device)`, and `"cuda"` in `.to(...)`, `device=` or
+    `map_location=` to `device`. It reuses a device already in scope: a `device` parameter
+    or variable, the input's `.device` in `forward`, `self.device` set in `__init__` (or
+    given by Lightning), an `args.device` the script assigns, a module-level `device`.
+    Otherwise it defines `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`
+    once, after the imports; where that definition would not be seen (a later local
+    `device`), it writes the conditional expression in place. `torch.device("cuda:0")` and a
+    device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
+
+    The fix is safe when the device it uses is one it defines or one the code sets to a
+    CUDA choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
+    both mean the current device; `Module.to` moves in place and returns the module as
+    `Module.cuda` does, so moving a model before or after building its optimizer is
+    unaffected). It is unsafe when it reuses a device whose value it cannot see (a
+    parameter, `self.device`, `args.device`, the input's device), which may be the CPU, and
+    when it drops the index of `"cuda:0"` / `.cuda(0)`. Another index (`"cuda:1"`) is a
+    deliberate choice of GPU and gets no fix; nor does `.cuda()` on an object of a class of
+    the file that defines its own `cuda()` and may have no `to()`.
 
     ## References
     - [CUDA semantics: device-agnostic code](https://pytorch.org/docs/stable/notes/cuda.html#device-agnostic-code)
@@ -48,73 +78,145 @@ class HardcodedCuda(Rule):
 
     code = "TL201"
     name = "hardcoded-cuda"
-    message = "`{code}` hardcodes CUDA: the code fails on machines without a GPU"
+    message = "`{what}` hardcodes CUDA: the code fails on machines without a GPU"
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qname = self.semantic.qualified_name(func)
-        if qname is not None and qname.startswith("torch.cuda"):
+        if qname is not None and (qname.startswith("torch.cuda.") or qname in DEVICE_TYPE_CALLS):
             return
-        if qname == "torch.device":
-            if node.args and cuda_string(node.args[0].value) and not self._guarded(node):
-                self._report_device_constructor(node)
-            return
-        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
-            if not self._guarded(node):
-                self._report_cuda_call(node)
-            return
-        if qname in DEVICE_TYPE_CALLS:
-            return
-        for index, arg in enumerate(node.args):
-            is_to_target = isinstance(func, cst.Attribute) and func.attr.value == "to" and index == 0 and arg.keyword is None
-            is_device_keyword = arg.keyword is not None and arg.keyword.value == "device"
-            if (is_to_target or is_device_keyword) and cuda_string(arg.value) and not self._guarded(node):
-                self._report_argument(node, arg)
+        if qname in ("torch.device", "torch.set_default_device"):
+            self._check_device_constructor(node)
+        elif isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+            self._check_cuda_call(node, func)
+        else:
+            for index, arg in enumerate(node.args):
+                to_target = index == 0 and arg.keyword is None and isinstance(func, cst.Attribute) and func.attr.value == "to"
+                placement_keyword = arg.keyword is not None and arg.keyword.value in PLACEMENT_KEYWORDS
+                if (to_target or placement_keyword) and cuda_string(arg.value) and not self._guarded(arg.value):
+                    self._report_string(arg.value, node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._check_device_assignment(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        # A field of a dataclass or config class is a default its user sets.
+        if not isinstance(self.semantic.parent(self.semantic.parent(node)), cst.ClassDef):
+            self._check_device_assignment(node.target, node.value)
+
+    # --- what is hardcoded ------------------------------------------------------------------
 
     def _guarded(self, node: cst.CSTNode) -> bool:
         return self.semantic.devices.guarded(node)
 
+    def _check_device_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        """``device = "cuda"``, unless the variable is set again elsewhere (a fallback)."""
+        name = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else ""
+        if not (DEVICE_NAME.match(name) and cuda_string(value)):
+            return
+        if self._guarded(value) or self.semantic.devices.overridden(target):
+            return
+        what = f"{self._code(target)} = {self._code(value)}"
+        self.report(value, self.message.format(what=what), fix=self._fall_back_to_cpu(value))
+
+    def _check_device_constructor(self, node: cst.Call) -> None:
+        """``torch.device("cuda:0")``; ``torch.device("cuda", local_rank)`` picks a GPU on
+        purpose."""
+        if not node.args or not cuda_string(node.args[0].value) or self._guarded(node):
+            return
+        if self._assigned_and_overridden(node):
+            return
+        fix = None
+        if len(node.args) == 1:
+            fix = self._fall_back_to_cpu(node.args[0].value)
+        elif not isinstance(node.args[1].value, cst.Integer):
+            return
+        self.report(node, self.message.format(what=self._code(node)), fix=fix)
+
+    def _check_cuda_call(self, node: cst.Call, func: cst.Attribute) -> None:
+        """``x.cuda()``; ``x.cuda(args.gpu)`` picks a GPU on purpose."""
+        index_args = [a for a in node.args if a.keyword is None or a.keyword.value == "device"]
+        index = index_args[0].value if index_args else None
+        if index is not None and not isinstance(index, cst.Integer):
+            return
+        if self._guarded(node):
+            return
+        what = f".cuda({self._code(index) if index is not None else ''})"
+        fix = None
+        if (index is None or index.value == "0") and not self._custom_cuda_method(func.value):
+            device = self._device(node)
+            if device is not None:
+                expression, changes, applicability = device
+                rest = [a for a in node.args if a not in index_args]
+                args = [cst.Arg(cst.parse_expression(expression)), *rest]
+                if rest:
+                    args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                new = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+                unsafe = index is not None or applicability is Applicability.UNSAFE
+                fix = Fix(f"Use `.to({expression})`", {node: new, **changes}, Applicability.UNSAFE if unsafe else Applicability.SAFE)
+        self.report(func.attr, self.message.format(what=what), fix=fix)
+
+    def _report_string(self, string: cst.SimpleString, call: cst.Call) -> None:
+        """``"cuda"`` given to ``.to(...)``, ``device=`` or ``map_location=``."""
+        index = cuda_index(string)
+        fix = None
+        if index in (None, 0):
+            device = self._device(call)
+            if device is not None:
+                expression, changes, applicability = device
+                unsafe = index is not None or applicability is Applicability.UNSAFE
+                fix = Fix(
+                    f"Use `{expression}`",
+                    {string: cst.parse_expression(expression), **changes},
+                    Applicability.UNSAFE if unsafe else Applicability.SAFE,
+                )
+        keyword = next((a.keyword.value for a in call.args if a.value is string and a.keyword is not None), None)
+        what = f"{keyword}={self._code(string)}" if keyword else f".to({self._code(string)})"
+        self.report(string, self.message.format(what=what), fix=fix)
+
+    def _assigned_and_overridden(self, value: cst.CSTNode) -> bool:
+        parent = self.semantic.parent(value)
+        if isinstance(parent, cst.Assign) and parent.value is value:
+            return any(self.semantic.devices.overridden(t.target) for t in parent.targets)
+        return False
+
+    def _custom_cuda_method(self, receiver: cst.BaseExpression) -> bool:
+        """Whether ``receiver`` may be an object of a class of this file that defines its own
+        ``cuda()`` (a batch or a wrapper), which may have no ``to()``."""
+        if self.semantic.kind(receiver) is not None:
+            return False
+        for function in self.semantic.functions.get("cuda", ()):
+            info = self.semantic.enclosing_class(function)
+            if info is not None and self.semantic.class_kind(info) is None:
+                return True
+        return False
+
+    # --- fixes -----------------------------------------------------------------------------
+
+    def _device(self, node: cst.CSTNode) -> tuple[str, dict, Applicability] | None:
+        """The device expression to use at ``node``, the changes that define it, and whether
+        using it keeps the placement on a GPU machine."""
+        devices = self.semantic.devices
+        existing = devices.device_at(node)
+        if existing is not None:
+            return existing.expression, {}, Applicability.SAFE if existing.known_cuda else Applicability.UNSAFE
+        torch = self.semantic.torch_alias
+        if torch is None:
+            return None
+        if not devices.can_define_device(node):
+            return f'"cuda" if {torch}.cuda.is_available() else "cpu"', {}, Applicability.SAFE
+        anchor = devices.definition_anchor()
+        definition = cst.parse_statement(f'device = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")\n')
+        definition = definition.with_changes(leading_lines=[cst.EmptyLine()])
+        return "device", {anchor: cst.FlattenSentinel([anchor, definition])}, Applicability.SAFE
+
+    def _fall_back_to_cpu(self, string: cst.SimpleString) -> Fix | None:
+        torch = self.semantic.torch_alias
+        if torch is None:
+            return None
+        guarded = cst.parse_expression(f'{self._code(string)} if {torch}.cuda.is_available() else "cpu"')
+        return Fix("Fall back to the CPU when CUDA is unavailable", {string: guarded})
+
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
-
-    def _device(self, node: cst.CSTNode) -> tuple[str, dict] | None:
-        """The device expression to use at ``node`` and the extra changes that define it."""
-        existing = self.semantic.devices.device_variable(node)
-        if existing is not None:
-            return existing, {}
-        torch = self.semantic.torch_alias
-        anchor = self.semantic.devices.import_anchor()
-        if torch is None or anchor is None:
-            return None
-        definition = cst.parse_statement(f'device = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")\n')
-        return "device", {anchor: cst.FlattenSentinel([anchor, definition])}
-
-    def _report_cuda_call(self, node: cst.Call) -> None:
-        fix = None
-        positional = [a for a in node.args if a.keyword is None]
-        device = self._device(node) if not positional else None
-        if device is not None:
-            name, extra = device
-            args = [cst.Arg(cst.parse_expression(name)), *node.args]
-            if len(args) > 1:
-                args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            new = node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
-            fix = Fix(f"Use `.to({name})`", {node: new, **extra})
-        self.report(node, self.message.format(code=self._code(node)), fix=fix)
-
-    def _report_argument(self, node: cst.Call, arg: cst.Arg) -> None:
-        fix = None
-        device = self._device(node)
-        if device is not None:
-            name, extra = device
-            fix = Fix(f"Use `{name}`", {arg.value: cst.parse_expression(name), **extra})
-        self.report(arg.value, self.message.format(code=self._code(node)), fix=fix)
-
-    def _report_device_constructor(self, node: cst.Call) -> None:
-        torch = self.semantic.torch_alias
-        fix = None
-        if torch is not None:
-            literal = self._code(node.args[0].value)
-            guarded = cst.parse_expression(f'{literal} if {torch}.cuda.is_available() else "cpu"')
-            fix = Fix("Fall back to the CPU when CUDA is unavailable", {node.args[0].value: guarded})
-        self.report(node, self.message.format(code=self._code(node)), fix=fix)

@@ -1,120 +1,399 @@
-"""Device facts: hardcoded CUDA placements, whether they sit under an availability guard,
-and which name already holds a device."""
+"""Device facts: whether a CUDA placement was chosen on purpose (under an availability check
+or a user's flag, after an early exit when CUDA is missing, in GPU-only code), and which
+expression already holds a device where a fix needs one.
+
+One collecting pass over the module gathers what the questions need: the names that hold a
+device, ``self.device`` set in ``__init__``, ``args.device``-style attributes, early exits on
+a missing GPU, and imports of GPU-only libraries.
+"""
 
 from __future__ import annotations
 
 import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
+from libcst.metadata import GlobalScope
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
-_CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
-# Expressions that choose a device on purpose: an availability check or a user's flag.
-_GUARD = re.compile(r"is_available|device_count|use_cuda|use_gpu|args\.cuda|args\.gpu|no_cuda|\bcuda\b\s*(and|or)|\.gpu\b")
-# Calls whose "cuda" argument is a device type, not a placement.
+_CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
+# What a test mentions when it picks the device on purpose: an availability check, a flag
+# (`args.cuda`, `use_gpu`, `not args.no_cuda`), a device comparison (`device.type == "cuda"`).
+_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_available|accelerat", re.IGNORECASE)
+# What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
+_AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
+# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`).
+_GPU_NAME = re.compile(r"cuda|gpu", re.IGNORECASE)
+# Calls that end a function, a script or a test when the GPU is missing.
+_EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
+# Context managers of tests that expect the code inside to fail.
+_EXPECTS_FAILURE = re.compile(r"\b(assertRaises\w*|raises)\(")
+# Names a script gives its device: `device`, `dev`, `DEVICE`, `train_device`.
+DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
+# Libraries that only run on an NVIDIA GPU: code using them hardcodes CUDA on purpose.
+_GPU_ONLY_MODULES = ("triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn", "tensorrt")
+# Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
-    {"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.cuda.amp.autocast", "torch.get_autocast_dtype",
-     "torch.set_autocast_enabled", "torch.backends.cuda.matmul", "torch.amp.autocast_mode.autocast"}
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.amp.custom_fwd",
+        "torch.amp.custom_bwd",
+        "torch.get_autocast_dtype",
+        "torch.is_autocast_enabled",
+        "torch.set_autocast_enabled",
+    }
 )
 
 
-def cuda_string(expr: cst.BaseExpression) -> bool:
+def cuda_string(expr: cst.BaseExpression | None) -> bool:
+    """``"cuda"`` or ``"cuda:N"``."""
     return isinstance(expr, cst.SimpleString) and bool(_CUDA_STRING.match(str(expr.evaluated_value)))
+
+
+def cuda_index(expr: cst.SimpleString) -> int | None:
+    """``N`` in ``"cuda:N"``; None for plain ``"cuda"`` (the current device)."""
+    match = _CUDA_STRING.match(str(expr.evaluated_value))
+    return int(match.group("index")) if match and match.group("index") else None
+
+
+@dataclass(frozen=True)
+class DeviceInScope:
+    """An expression holding a device at some point of the code."""
+
+    expression: str  # `device`, `self.device`, `args.device`, `x.device`
+    known_cuda: bool  # its value is a CUDA choice, so using it keeps a GPU placement on a GPU
 
 
 class DeviceFacts:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
+        self.gpu_only_file = False
+        self.device_names: set[str] = set()  # names bound to a device anywhere in the file
+        self.device_holders: set[str] = set()  # `args` in `args.device = ...`
+        self.self_device_set: dict[cst.ClassDef, cst.CSTNode] = {}  # `self.device = ...` in __init__
+        self.early_exits: dict[cst.FunctionDef | None, list[cst.CSTNode]] = defaultdict(list)
+        self.script_exits: list[cst.CSTNode] = []  # the raising or exiting ones among them
+        # How often each target (`device`, `self.device`) is assigned in each function (None:
+        # the module), to tell a single hardcoded choice from a default that is overridden.
+        self.assignment_counts: Counter[tuple[cst.FunctionDef | None, str]] = Counter()
+        # Functions (None: the module) that run `exec(...)`, as nanoGPT's configurator does
+        # to override the defaults assigned above it.
+        self.executing: set[cst.FunctionDef | None] = set()
+        self.module.visit(_Collector(self))
+
+    @property
+    def module(self) -> cst.Module:
+        return self.model.module
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.model.module.code_for_node(node)
+        return self.module.code_for_node(node)
+
+    # --- guards ------------------------------------------------------------------------
 
     def guarded(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` only runs, or only picks CUDA, when the code chose it on purpose:
-        inside an ``if`` or conditional expression that tests availability or a flag, after
-        an early exit on unavailability, or in a function whose name says it is for CUDA."""
+        """Whether CUDA at ``node`` is a choice made on purpose: inside a branch of an ``if``
+        or conditional expression that tests availability, a flag or the device; after an
+        early exit when CUDA is missing; in a function, class or test meant for the GPU; or
+        in a file that uses a GPU-only library."""
+        if self.gpu_only_file:
+            return True
+        child = node
         for ancestor in self.model.ancestors(node):
-            if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and self._is_guard(ancestor.test):
+            if self._guards(ancestor, child):
                 return True
-            if isinstance(ancestor, cst.BooleanOperation) and self._is_guard(ancestor):
-                return True
-            if isinstance(ancestor, cst.FunctionDef) and "cuda" in ancestor.name.value.lower():
-                return True
+            child = ancestor
         return self._after_early_exit(node)
 
-    def _is_guard(self, test: cst.BaseExpression) -> bool:
-        text = self.code(test)
-        if _GUARD.search(text):
-            return True
-        # A name bound to a guard: use_cuda = torch.cuda.is_available() and not args.no_cuda
-        for name in _names(test):
-            if any(_GUARD.search(self.code(v)) for v in self.model.values(name)):
-                return True
+    def _guards(self, ancestor: cst.CSTNode, child: cst.CSTNode) -> bool:
+        if isinstance(ancestor, (cst.If, cst.While)):
+            return child is not ancestor.test and self.is_choice(ancestor.test)
+        if isinstance(ancestor, cst.IfExp):
+            if child is ancestor.test:
+                return False
+            other = ancestor.orelse if child is ancestor.body else ancestor.body
+            return self.is_choice(ancestor.test) or bool(_CHOICE.search(self.code(other)))
+        if isinstance(ancestor, cst.BooleanOperation):  # use_cuda and model.cuda()
+            return child is ancestor.right and self.is_choice(ancestor.left)
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return bool(_GPU_NAME.search(ancestor.name.value)) or any(self._skips_without_gpu(d) for d in ancestor.decorators)
+        if isinstance(ancestor, cst.Try):  # try: x = x.cuda() / except RuntimeError: fall back
+            return child is ancestor.body and any(_catches_failure(h) for h in ancestor.handlers)
+        if isinstance(ancestor, cst.With):  # with pytest.raises(RuntimeError): x.cuda()
+            return child is ancestor.body and any(_EXPECTS_FAILURE.search(self.code(i.item)) for i in ancestor.items)
         return False
+
+    def _skips_without_gpu(self, decorator: cst.Decorator) -> bool:
+        # @pytest.mark.skipif(not torch.cuda.is_available(), ...), @requires_cuda; not
+        # @torch.autocast("cuda"), which only names a device type.
+        call = decorator.decorator
+        func = call.func if isinstance(call, cst.Call) else call
+        return self.model.qualified_name(func) not in DEVICE_TYPE_CALLS and bool(_CHOICE.search(self.code(call)))
+
+    def is_choice(self, test: cst.BaseExpression, pattern: re.Pattern = _CHOICE) -> bool:
+        """Whether ``test`` decides about the device, directly or through a name bound to such
+        a test (``use_cuda = not args.no_cuda and torch.cuda.is_available()``)."""
+        if pattern.search(self.code(test)):
+            return True
+        return any(pattern.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
 
     def _after_early_exit(self, node: cst.CSTNode) -> bool:
-        # if not torch.cuda.is_available(): raise / sys.exit / return   (or assert available)
-        function = self.model.enclosing_function(node)
-        body = function.body.body if function is not None else self.model.module.body
+        # `if not torch.cuda.is_available(): return` earlier in the same function or an
+        # enclosing one. A script that raises or exits there (`sys.exit("needs a GPU")`,
+        # `assert torch.cuda.is_available()`) has no code running without a GPU after it:
+        # one anywhere guards every function (they run later), one at module level guards
+        # the module-level code below it.
         position = self.model.start_key(node)
-        for statement in body:
-            if self.model.start_key(statement) >= position:
-                break
-            text = self.code(statement)
-            if "is_available" in text and (isinstance(statement, cst.If) or text.lstrip().startswith("assert")):
+        function = self.model.enclosing_function(node)
+        if function is not None and self.script_exits:
+            return True
+        if any(self.model.start_key(e) < position for e in self.early_exits.get(None, ())):
+            return True
+        while function is not None:
+            if any(self.model.start_key(e) < position for e in self.early_exits.get(function, ())):
                 return True
+            function = self.model.enclosing_function(function)
         return False
 
-    def device_variable(self, node: cst.CSTNode) -> str | None:
-        """A name in scope at ``node`` that already holds a device: a ``device`` parameter or
-        variable, ``self.device`` set in the class, or a module-level ``device``."""
-        function = self.model.enclosing_function(node)
-        at_top_level = function is None
-        while function is not None:
-            names = [p.name.value for p in function.params.params + function.params.kwonly_params]
-            for candidate in ("device", "dev"):
-                if candidate in names:
-                    return candidate
-            if self._binds(function.body, "device", before=node):
-                return "device"
-            info = self.model.enclosing_class(function)
-            if info is not None and names and names[0] == "self" and "device" in info.attribute_values:
-                return "self.device"
-            function = self.model.enclosing_function(function)
-        # At top level the variable must already exist; a function runs after the module.
-        if self._binds(self.model.module, "device", before=node if at_top_level else None):
-            return "device"
+    # --- devices in scope -----------------------------------------------------------------
+
+    def device_at(self, node: cst.CSTNode) -> DeviceInScope | None:
+        """The expression to use for a device at ``node``: a ``device`` parameter or local
+        variable (bound before ``node``), the input's device in ``forward``, ``self.device``
+        set in ``__init__`` (or given by Lightning), an ``args.device`` the code assigns, or
+        a module-level ``device``."""
+        names = sorted(self.device_names | {"device"}, key=lambda n: (n != "device", n))
+        for name in names:
+            local = self._bindings(node, name, local=True)
+            if local and min(map(self.model.start_key, local)) < self.model.start_key(node):
+                return DeviceInScope(name, self._holds_cuda(local))
+        forward_input = self._forward_input(node)
+        if forward_input is not None:
+            return DeviceInScope(f"{forward_input}.device", False)
+        self_device = self._self_device(node)
+        if self_device is not None:
+            return self_device
+        for holder in sorted(self.device_holders):
+            if self._bindings(node, holder):
+                return DeviceInScope(f"{holder}.device", False)
+        for name in names:
+            if self._bindings(node, name, local=True):
+                continue  # shadowed by a local bound only later
+            module_level = self._bindings(node, name, local=False)
+            in_function = self.model.enclosing_function(node) is not None
+            usable = [b for b in module_level if in_function or self.model.start_key(b) < self.model.start_key(node)]
+            if usable:
+                return DeviceInScope(name, self._holds_cuda(usable))
         return None
 
-    def _binds(self, body: cst.CSTNode, name: str, before: cst.CSTNode | None = None) -> bool:
-        statements = body.body if isinstance(body, (cst.Module, cst.IndentedBlock)) else ()
-        limit = self.model.start_key(before) if before is not None else None
-        for statement in statements:
-            if limit is not None and self.model.start_key(statement) >= limit:
-                break
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, (cst.Assign, cst.AnnAssign)):
-                        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                        if any(isinstance(t, cst.Name) and t.value == name for t in targets):
-                            return True
-        return False
+    def can_define_device(self, node: cst.CSTNode) -> bool:
+        """Whether a module-level ``device`` defined after the imports would be the one
+        ``node`` sees: nothing else binds ``device`` at module level, no enclosing function
+        binds it, and ``node`` comes after the definition."""
+        anchor = self.definition_anchor()
+        if anchor is None or self.model.start_key(node) <= self.model.start_key(anchor):
+            return False
+        return not self._bindings(node, "device")
 
-    def import_anchor(self) -> cst.SimpleStatementLine | None:
-        """The last statement of the top-level import block, after which a device
-        definition goes."""
+    def definition_anchor(self) -> cst.SimpleStatementLine | None:
+        """The last import of the block that imports ``torch`` at the top of the module, after
+        which a device definition goes; None when ``torch`` is not imported there."""
         anchor = None
-        for statement in self.model.module.body:
+        seen_torch = False
+        for statement in self.module.body:
             if isinstance(statement, cst.SimpleStatementLine) and all(
                 isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
             ):
                 anchor = statement
-            elif anchor is not None:
+                seen_torch = seen_torch or _imports_torch(statement)
+            elif seen_torch or isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 break
-        return anchor
+        return anchor if seen_torch else None
+
+    def _bindings(self, node: cst.CSTNode, name: str, local: bool | None = None) -> list[cst.CSTNode]:
+        """Where ``name`` is bound as seen from ``node``: in its function or an enclosing one
+        (``local``), at module level (not ``local``), or either."""
+        scope = self.model.scopes.get(node)
+        if scope is None:
+            return []
+        return [a.node for a in scope[name] if local is None or isinstance(a.scope, GlobalScope) != local]
+
+    def _holds_cuda(self, bindings: list[cst.CSTNode]) -> bool:
+        values = [self.model.bound_values.get(b) for b in bindings]
+        return all(v is not None and "cuda" in self.code(v) for v in values)
+
+    def _forward_input(self, node: cst.CSTNode) -> str | None:
+        """In ``forward`` of an ``nn.Module``, its first input (whose device the outputs
+        follow)."""
+        from torchlint.semantic import Kind
+
+        function = self.model.enclosing_function(node)
+        if function is None or function.name.value != "forward":
+            return None
+        info = self.model.enclosing_class(function)
+        params = function.params.params
+        if info is None or self.model.class_kind(info) is not Kind.MODULE or len(params) < 2:
+            return None
+        first = params[1]
+        return first.name.value if first.default is None else None
+
+    def _self_device(self, node: cst.CSTNode) -> DeviceInScope | None:
+        function = self.model.enclosing_function(node)
+        params = function.params.params if function is not None else ()
+        info = self.model.enclosing_class(function) if function is not None else None
+        if info is None or not params or params[0].name.value != "self":
+            return None
+        assigned = self.self_device_set.get(info.node)
+        if assigned is not None:
+            in_init_before = function.name.value != "__init__" or self.model.start_key(assigned) < self.model.start_key(node)
+            if in_init_before:
+                values = info.attribute_values.get("device", [])
+                return DeviceInScope("self.device", bool(values) and all("cuda" in self.code(v) for v in values))
+        if any(base.endswith("LightningModule") for base in info.base_names):
+            return DeviceInScope("self.device", False)
+        return None
+
+    # --- assignments ------------------------------------------------------------------------
+
+    def overridden(self, target: cst.BaseExpression) -> bool:
+        """Whether the variable assigned at ``target`` is assigned again in the same function
+        (``device = "cuda"`` then ``if not torch.cuda.is_available(): device = "cpu"``)."""
+        owner = self.model.enclosing_function(target)
+        return self.assignment_counts[(owner, self.code(target))] > 1 or owner in self.executing
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, facts: DeviceFacts) -> None:
+        super().__init__()
+        self.facts = facts
+        self.functions: list[cst.FunctionDef | None] = [None]
+        self.classes: list[cst.ClassDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._imports([self.facts.code(a.name) for a in node.names])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is not None and not node.relative:
+            base = self.facts.code(node.module)
+            names = [] if isinstance(node.names, cst.ImportStar) else [self.facts.code(a.name) for a in node.names]
+            self._imports([base] + [f"{base}.{n}" for n in names])
+
+    def _imports(self, modules: list[str]) -> None:
+        if any(m == g or m.startswith(g + ".") for m in modules for g in _GPU_ONLY_MODULES):
+            self.facts.gpu_only_file = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._target(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:  # for device in devices:
+        self._target(node.target, None)
+
+    def _target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        facts = self.facts
+        function = self.functions[-1]
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._target(element.value, None)
+            return
+        target_code = facts.code(target)
+        if value is None or target_code not in facts.code(value):  # not `device = torch.device(device)`
+            facts.assignment_counts[(function, target_code)] += 1
+        if isinstance(target, cst.Name):
+            if DEVICE_NAME.match(target.value) or (value is not None and _is_device_value(facts, value)):
+                facts.device_names.add(target.value)
+            if target.value == "pytestmark" and function is None and value is not None and _CHOICE.search(facts.code(value)):
+                facts.gpu_only_file = True  # the whole test module is skipped without a GPU
+        elif isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name):
+            owner = target.value.value
+            if owner == "self":
+                if function is not None and function.name.value == "__init__" and self.classes:
+                    facts.self_device_set.setdefault(self.classes[-1], target)
+            else:
+                facts.device_holders.add(owner)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "exec":
+            self.facts.executing.add(self.functions[-1])
+
+    def visit_If(self, node: cst.If) -> None:
+        blocks = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
+        exits = [_exit_of(block) for block in blocks]
+        if any(exits) and self.facts.is_choice(node.test, _AVAILABILITY):
+            self.facts.early_exits[self.functions[-1]].append(node)
+            if "script" in exits:
+                self.facts.script_exits.append(node)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        if self.facts.is_choice(node.test, _AVAILABILITY):
+            self.facts.early_exits[self.functions[-1]].append(node)
+            self.facts.script_exits.append(node)
+
+
+def _is_device_value(facts: DeviceFacts, value: cst.BaseExpression) -> bool:
+    """``torch.device(...)`` or a choice between device strings."""
+    if isinstance(value, cst.Call) and facts.model.qualified_name(value.func) == "torch.device":
+        return True
+    return isinstance(value, cst.IfExp) and (cuda_string(value.body) or cuda_string(value.orelse))
+
+
+def _exit_of(block: cst.BaseSuite) -> str | None:
+    """How ``block`` ends: ``"script"`` for ``raise`` or ``sys.exit()``, ``"scope"`` for
+    ``return``, ``continue``, ``break`` or a test's ``skip``, None when it goes on."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
+        return None
+    last = block.body[-1]
+    if not isinstance(last, cst.SimpleStatementLine):
+        return None
+    statement = last.body[-1]
+    if isinstance(statement, cst.Raise):
+        return "script"
+    if isinstance(statement, (cst.Return, cst.Continue, cst.Break)):
+        return "scope"
+    if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        func = statement.value.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if _EXIT_CALL.match(name):
+            return "scope" if name.startswith("skip") else "script"
+    return None
+
+
+def _catches_failure(handler: cst.ExceptHandler) -> bool:
+    """A handler for the errors a missing GPU raises (or for anything)."""
+    if handler.type is None:
+        return True
+    caught = cst.Module(body=[]).code_for_node(handler.type)
+    return bool(re.search(r"\b(Exception|RuntimeError|AssertionError|AcceleratorError)\b", caught))
+
+
+def _imports_torch(statement: cst.SimpleStatementLine) -> bool:
+    return any(
+        isinstance(s, cst.Import) and any(isinstance(a.name, cst.Name) and a.name.value == "torch" for a in s.names)
+        for s in statement.body
+    )
 
 
 def _names(expr: cst.BaseExpression) -> list[cst.Name]:
