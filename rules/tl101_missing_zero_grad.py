@@ -1,21 +1,30 @@
 import libcst as cst
 
 from torchlint.rule import Fix, Rule
-from torchlint.semantic.training import code
+from torchlint.semantic.training import code, optimizer_of_step
 
 
 class MissingZeroGrad(Rule):
     """
     ## What it does
-    Finds a training loop that runs `backward()` and `optimizer.step()` but never clears the
+    Finds a training loop that runs `backward()` and an optimizer step but never clears the
     gradients: no `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None` or same-file
-    helper that does it, anywhere in the iteration.
+    helper that does it, anywhere in the iteration. Also finds a `train_step` function that
+    runs backward and step without clearing, when every call of it in the file sits in such a
+    loop.
+
+    Steps are `opt.step()`, `scaler.step(opt)` (AMP) and `xm.optimizer_step(opt)`, on any
+    object not known or named to be a scheduler; backward passes are `loss.backward()`,
+    `scaler.scale(loss).backward()`, `accelerator.backward(loss)` and
+    `torch.autograd.backward(loss)`. Clearing every N steps under an accumulation condition,
+    clearing at the end of the iteration, `opt.step(closure)` (the closure clears), DeepSpeed
+    engines (whose `step()` clears) and frameworks that own the loop (Lightning's
+    `training_step`) are fine.
 
     ## Why is this bad?
     `backward()` adds to `.grad`; it does not overwrite it. Without clearing, every step uses
     the sum of all gradients so far, so updates grow without bound and training diverges or
-    stalls. Gradient accumulation clears every N steps and is fine; so is clearing at the end
-    of the iteration, or a framework that owns the loop (Lightning's `training_step`).
+    stalls.
 
     ## Example
     ```python
@@ -35,10 +44,13 @@ class MissingZeroGrad(Rule):
     ```
 
     ## Fix safety
-    The fix inserts `<optimizer>.zero_grad()` as the first statement of the iteration, for
-    the optimizer that steps there. It is safe: a loop that never clears gradients is never
-    what was meant, and clearing before the forward pass cannot drop a gradient that a later
-    step of the same iteration uses.
+    The fix inserts `<optimizer>.zero_grad()` for the optimizer that steps (`opt` in
+    `scaler.step(opt)`): as the first statement of the iteration (or of the step function),
+    or, where the step runs under a condition (gradient accumulation that forgot to clear),
+    right after the step, so that the gradients of the accumulated batches still add up. It
+    is safe: a loop that never clears gradients is never what was meant, and clearing before
+    the forward pass, or right after the step that consumed them, drops no gradient that a
+    later step of the same iteration uses.
 
     ## References
     - [`torch.optim.Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
@@ -50,33 +62,79 @@ class MissingZeroGrad(Rule):
     message = "`{optimizer}.step()` in a loop that never clears gradients; they accumulate across iterations"
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        for iteration in self.semantic.training.iterations:
-            cleared = {code(c.func.value) for c in iteration.clears if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)}
-            clears_everything = any(
-                not isinstance(c, cst.Call) or not isinstance(c.func, cst.Attribute) or self._clears_all(c) for c in iteration.clears
-            )
-            if clears_everything:
+        training = self.semantic.training
+        for iteration in training.iterations:
+            self._check(iteration.steps, iteration.clears, iteration.loop)
+        for step_function in training.step_functions():
+            function = step_function.function
+            if any(self._runs_in(clear, function) for clear in training.clears):
                 continue
-            reported = set()
-            for step, optimizer in zip(iteration.steps, iteration.stepped_optimizers()):
-                name = code(optimizer)
-                if name in cleared or name in reported:
-                    continue
-                reported.add(name)
-                self.report(step, self.message.format(optimizer=name), fix=self._fix(iteration.loop, optimizer))
+            loops = [next(training.enclosing_loops(call)) for call in step_function.call_sites]
+            if any(self._runs_in(clear, loop) for loop in loops for clear in training.clears):
+                continue
+            self._check(step_function.steps, [], function)
 
-    def _clears_all(self, call: cst.Call) -> bool:
-        # model.zero_grad() (a module, or anything not known to be an optimizer) and helpers
-        # clear whatever the optimizer holds; an optimizer's zero_grad() only its own.
-        from torchlint.semantic import Kind
+    def _check(self, steps: list[cst.Call], clears: list[cst.CSTNode], body_owner: cst.CSTNode) -> None:
+        """Reports each optimizer stepped in ``body_owner`` (a loop or a function) that no clear
+        there is for."""
+        stepped = {code(optimizer_of_step(step)) for step in steps}
+        # `opt_d.zero_grad()` clears only opt_d when opt_d also steps here (two optimizers, as
+        # in a GAN); any other clear (a module's zero_grad(), p.grad = None, a helper) may
+        # clear every optimizer.
+        cleared = set()
+        for clear in clears:
+            receiver = code(clear.func.value) if isinstance(clear, cst.Call) and isinstance(clear.func, cst.Attribute) else None
+            if receiver not in stepped or clear.func.attr.value != "zero_grad":
+                return
+            cleared.add(receiver)
+        for step in steps:
+            optimizer = optimizer_of_step(step)
+            name = code(optimizer)
+            if name not in cleared:
+                cleared.add(name)
+                self.report(step, self.message.format(optimizer=name), fix=self._fix(step, optimizer, body_owner))
 
-        if call.func.attr.value != "zero_grad":
-            return True
-        return self.semantic.kind(call.func.value) is not Kind.OPTIMIZER and "opt" not in code(call.func.value).lower()
+    def _runs_in(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        return any(a is container for a in self.semantic.ancestors(node))
 
-    def _fix(self, loop: cst.For | cst.While, optimizer: cst.BaseExpression) -> Fix | None:
-        if not isinstance(loop.body, cst.IndentedBlock) or not loop.body.body:
-            return None
-        first = loop.body.body[0]
+    def _fix(self, step: cst.Call, optimizer: cst.BaseExpression, body_owner: cst.CSTNode) -> Fix | None:
         clear = cst.parse_statement(f"{code(optimizer)}.zero_grad()\n")
-        return Fix(f"Call `{code(optimizer)}.zero_grad()` at the start of the iteration", {first: cst.FlattenSentinel([clear, first])})
+        message = f"Call `{code(optimizer)}.zero_grad()`"
+        statement = self._statement_under_condition(step, body_owner)
+        if statement is not None:
+            return Fix(f"{message} after the step", {statement: cst.FlattenSentinel([statement, clear])})
+        body = body_owner.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return None
+        first = body.body[0]
+        if isinstance(body_owner, cst.FunctionDef) and _is_docstring(first):
+            if len(body.body) == 1:
+                return None
+            first = body.body[1]
+        return Fix(f"{message} at the start of the iteration", {first: cst.FlattenSentinel([clear, first])})
+
+    def _statement_under_condition(self, step: cst.Call, body_owner: cst.CSTNode) -> cst.SimpleStatementLine | None:
+        """The statement line of a step that runs every N iterations, under an accumulation
+        condition (``if (i + 1) % accum_steps == 0:``) inside the loop."""
+        statement = None
+        for ancestor in self.semantic.ancestors(step):
+            if ancestor is body_owner:
+                return None
+            if statement is None and isinstance(ancestor, cst.SimpleStatementLine):
+                statement = ancestor
+            if isinstance(ancestor, cst.If) and statement is not None and _every_n(ancestor.test):
+                return statement
+        return None
+
+
+def _every_n(test: cst.BaseExpression) -> bool:
+    text = code(test).lower()
+    return "%" in text or "accum" in text
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )

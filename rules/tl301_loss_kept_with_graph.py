@@ -1,11 +1,17 @@
+import re
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
-from torchlint.semantic.training import Loop, SCOPE_BOUNDARIES
+from torchlint.rule import Applicability, Fix, Rule
+from torchlint.semantic.training import GRAPH_KEEPING, code, last_name
 
 GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
-# Uses of a container or accumulator that need it to stay a tensor.
-TENSOR_USES = ("torch.stack", "torch.cat", "torch.mean", "torch.sum", "torch.tensor")
+CONTAINER_METHODS = ("append", "extend", "insert", "add", "appendleft")
+# Running-average helpers whose update(value, n) keeps a sum of the values.
+METER = re.compile(r"meter|avg|average|loss|tracker", re.IGNORECASE)
+# What a stored value's holder may be used for later that needs it to stay a tensor.
+TENSOR_FUNCTIONS = r"torch\.(stack|cat|vstack|hstack|concat|concatenate|mean|sum|std|var|max|min)"
+TENSOR_METHODS = r"item|detach|cpu|cuda|numpy|tolist|mean|sum|std|var|to|backward|view|reshape|squeeze|float|double|size|dim|max|min|sqrt|pow"
 
 
 class LossKeptWithGraph(Rule):
@@ -15,12 +21,19 @@ class LossKeptWithGraph(Rule):
     (`losses.append(loss)`), accumulated (`total += loss`, `total = total + loss`), or stored
     in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`).
 
+    A loss is what a backward pass in the same function runs on, a term summed into it, or
+    the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
+    `float(loss)` and `.data`; containers and totals re-created in every iteration; summing
+    losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
+    `torch.stack(losses).sum().backward()`); code under `torch.no_grad()` or
+    `torch.inference_mode()`; and frameworks that own the loop (a Lightning `training_step`
+    has no loop of its own).
+
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
     produced it. Keeping it past its iteration keeps all of those alive, so memory grows
     with every batch until the process runs out of (GPU) memory. `.item()` keeps the number
-    and drops the graph. Summing losses before `backward()` in the same iteration, or under
-    `torch.no_grad()`, keeps no graph and is fine.
+    and drops the graph.
 
     ## Example
     ```python
@@ -41,9 +54,14 @@ class LossKeptWithGraph(Rule):
     ```
 
     ## Fix safety
-    The fix appends `.item()` to the stored loss, or `.detach()` where the container or
-    accumulator is later used as a tensor (`torch.stack(losses)`, `total.item()`). It is
-    safe: the stored value keeps its number, only the graph goes.
+    Where the container or total is later used as a tensor (`torch.stack(losses)`,
+    `total.item()`) or the loss goes through a tensor method on the way (`loss.cpu()`), the
+    fix inserts `.detach()`: the value stays the same tensor without its graph, and nothing
+    backpropagates through it (a backward pass on it would have been exempt above), so that
+    fix is safe. Otherwise it appends `.item()`, which is unsafe: the stored value becomes a
+    Python float, so code elsewhere that still treats it as a tensor (a caller given the
+    list) breaks, and `.item()` raises on a loss that is not a single number
+    (`reduction="none"`).
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)
@@ -51,13 +69,16 @@ class LossKeptWithGraph(Rule):
 
     code = "TL301"
     name = "loss-kept-with-graph"
-    message = "loss tensor `{loss}` is kept across iterations with its autograd graph; store `{loss}.item()`"
+    message = "loss tensor `{loss}` is kept across iterations with its autograd graph; store `{loss}.{method}()`"
 
     def visit_Call(self, node: cst.Call) -> None:
-        # losses.append(loss)
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend", "add") and len(node.args) == 1:
-            self._check(node.args[0].value, func.value, node)
+        if not isinstance(func, cst.Attribute) or not node.args:
+            return
+        if func.attr.value in CONTAINER_METHODS:
+            self._check(node.args[-1].value, func.value, node)
+        elif func.attr.value == "update" and METER.search(last_name(func.value)):
+            self._check(node.args[0].value, func.value, node)  # losses.update(loss, n): an AverageMeter
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
@@ -65,38 +86,44 @@ class LossKeptWithGraph(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            t = target.target
-            if isinstance(t, cst.Name) and isinstance(node.value, cst.BinaryOperation):
+            holder = target.target
+            if isinstance(holder, cst.Name) and isinstance(node.value, cst.BinaryOperation):
                 # total = total + loss
                 operands = (node.value.left, node.value.right)
-                if any(isinstance(o, cst.Name) and o.value == t.value for o in operands):
+                if any(isinstance(o, cst.Name) and o.value == holder.value for o in operands):
                     for operand in operands:
-                        if not (isinstance(operand, cst.Name) and operand.value == t.value):
-                            self._check(operand, t, node)
-            elif isinstance(t, (cst.Attribute, cst.Subscript)):
-                self._check(node.value, t, node)
+                        if not (isinstance(operand, cst.Name) and operand.value == holder.value):
+                            self._check(operand, holder, node)
+            elif isinstance(holder, (cst.Attribute, cst.Subscript)):
+                self._check(node.value, holder, node)
 
-    def _check(self, value: cst.BaseExpression, holder: cst.BaseExpression, statement: cst.CSTNode) -> None:
-        loss = _loss_name(value)
-        if loss is None or not self.semantic.training.is_loss(loss):
+    def _check(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
+        training = self.semantic.training
+        loss = next((name for name in _stored_names(value) if training.is_loss(name)), None)
+        if loss is None or training.detached(value) or all(map(training.detached, self.semantic.values(loss) or [loss])):
             return
-        loop = self._loop(statement)
-        if loop is None or self._grad_off(statement) or self._reset_in_loop(holder, loop, statement):
+        loop = self._iteration_loop(store)
+        if loop is None or self._grad_off(store):
             return
-        if self._backward_on_holder(holder, loop):
+        base = _base_name(holder)
+        if base is not None and self._reset_in(base, loop, store):
+            return
+        scope = self.semantic.enclosing_function(store) or self.context.module
+        if self._backpropagated(holder, scope):
             return  # summing losses before backward()
-        method = "detach" if self._used_as_tensor(holder) else "item"
+        method = "detach" if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value) else "item"
         replacement = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name(method)))
-        fix = Fix(f"Store `{loss.value}.{method}()`", {loss: replacement})
-        self.report(loss, self.message.format(loss=loss.value), fix=fix)
+        applicability = Applicability.SAFE if method == "detach" else Applicability.UNSAFE
+        fix = Fix(f"Store `{loss.value}.{method}()`", {loss: replacement}, applicability)
+        self.report(loss, self.message.format(loss=loss.value, method=method), fix=fix)
 
-    def _loop(self, node: cst.CSTNode):
-        for ancestor in self.semantic.ancestors(node):
-            if isinstance(ancestor, SCOPE_BOUNDARIES):
-                return None
-            if isinstance(ancestor, Loop):
-                return ancestor
-        return None
+    def _iteration_loop(self, store: cst.CSTNode) -> cst.CSTNode | None:
+        """The loop whose iterations the store outlives: the training iteration around it,
+        else the innermost loop."""
+        iteration = self.semantic.training.iteration_of(store)
+        if iteration is not None:
+            return iteration.loop
+        return next(self.semantic.training.enclosing_loops(store), None)
 
     def _grad_off(self, node: cst.CSTNode) -> bool:
         for ancestor in self.semantic.ancestors(node):
@@ -104,50 +131,113 @@ class LossKeptWithGraph(Rule):
             decorators = ancestor.decorators if isinstance(ancestor, cst.FunctionDef) else ()
             for expr in [i.item for i in items] + [d.decorator for d in decorators]:
                 target = expr.func if isinstance(expr, cst.Call) else expr
-                if self.semantic.qualified_name(target) in GRAD_OFF:
+                qname = self.semantic.qualified_name(target)
+                if qname in GRAD_OFF or (qname == "torch.set_grad_enabled" and "False" in code(expr)):
                     return True
         return False
 
-    def _holder_name(self, holder: cst.BaseExpression) -> str:
-        while isinstance(holder, cst.Subscript):
-            holder = holder.value
-        return self.context.module.code_for_node(holder)
+    def _reset_in(self, name: str, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
+        """Whether the holder is bound afresh inside the loop (``parts = []`` in each
+        iteration), so it lives for one iteration only."""
+        finder = _Rebinding(name, store)
+        loop.body.visit(finder)
+        return finder.found
 
-    def _reset_in_loop(self, holder: cst.BaseExpression, loop, store: cst.CSTNode) -> bool:
-        # A container or total re-created inside the loop lives for one iteration only.
-        name = self._holder_name(holder)
-        for statement in _statements(loop.body):
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if small is not store and isinstance(small, cst.Assign) and any(
-                        self.context.module.code_for_node(t.target) == name for t in small.targets
-                    ) and not isinstance(small.value, cst.BinaryOperation):
-                        return True
+    def _backpropagated(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        """Whether a backward pass in the same function runs on the holder (directly or
+        through a name computed from it)."""
+        name = re.escape(code(holder.value if isinstance(holder, cst.Subscript) else holder))
+        pattern = re.compile(rf"(?<![\w.]){name}\b")
+        for call, loss in self.semantic.training.backward_calls.items():
+            if not any(a is scope for a in self.semantic.ancestors(call)) and scope is not self.context.module:
+                continue
+            texts = [code(loss)] + [code(v) for v in self.semantic.values(loss)] if isinstance(loss, cst.Name) else [code(loss)]
+            if any(pattern.search(text) for text in texts):
+                return True
         return False
 
-    def _backward_on_holder(self, holder: cst.BaseExpression, loop) -> bool:
-        name = self._holder_name(holder)
-        training = self.semantic.training
-        return any(
-            name in self.context.module.code_for_node(loss)
-            for call, loss in training.backward_calls.items()
-            if any(a is loop for a in self.semantic.ancestors(call))
+    def _used_as_tensor(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        holder = holder.value if isinstance(holder, cst.Subscript) else holder
+        name = re.escape(code(holder))
+        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        return bool(
+            re.search(rf"{TENSOR_FUNCTIONS}\(\s*{name}\b", text)
+            or re.search(rf"(?<![\w.]){name}(\[[^\]]*\])?\.({TENSOR_METHODS})\(", text)
+            or re.search(rf"\b(sum|max|min)\(\s*{name}\s*\)\.({TENSOR_METHODS})\(", text)
+            or re.search(rf"\(\s*{name}\s*[-+*/][^\n]*?\)\.({TENSOR_METHODS})\(", text)
         )
 
-    def _used_as_tensor(self, holder: cst.BaseExpression) -> bool:
-        name = self._holder_name(holder)
-        code = self.context.module.code
-        return any(f"{fn}({name}" in code for fn in TENSOR_USES) or f"{name}.item()" in code or f"{name}.detach()" in code
+    def _holder_scope(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> cst.CSTNode:
+        # A `self.` attribute is used anywhere in its class.
+        if isinstance(holder, cst.Attribute):
+            info = self.semantic.enclosing_class(holder)
+            if info is not None:
+                return info.node
+        return scope
 
 
-def _loss_name(value: cst.BaseExpression) -> cst.Name | None:
-    """The loss name stored: ``loss`` in ``loss``, ``loss * x.size(0)``, ``[loss]``."""
+class _Rebinding(cst.CSTVisitor):
+    """Finds ``name = <fresh value>`` (not ``name = name + x``) other than the store itself."""
+
+    def __init__(self, name: str, store: cst.CSTNode) -> None:
+        super().__init__()
+        self.name = name
+        self.store = store
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if node is self.store or re.search(rf"(?<![\w.]){re.escape(self.name)}\b", code(node.value)):
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == self.name:
+                self.found = True
+            elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
+                isinstance(e.value, cst.Name) and e.value.value == self.name for e in target.target.elements
+            ):
+                self.found = True
+
+
+def _stored_names(value: cst.BaseExpression):
+    """Names whose value the stored expression holds as is: ``loss`` in ``loss``,
+    ``loss * x.size(0)``, ``loss.mean()``, ``[loss, acc]``, ``{"loss": loss}``; not in
+    ``loss.item()`` or ``f(loss)``."""
     if isinstance(value, cst.Name):
-        return value
-    if isinstance(value, cst.BinaryOperation):
-        return _loss_name(value.left) or _loss_name(value.right)
-    return None
+        yield value
+    elif isinstance(value, cst.BinaryOperation):
+        yield from _stored_names(value.left)
+        yield from _stored_names(value.right)
+    elif isinstance(value, cst.UnaryOperation):
+        yield from _stored_names(value.expression)
+    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in GRAPH_KEEPING:
+        yield from _stored_names(value.func.value)
+    elif isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            yield from _stored_names(element.value)
+    elif isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement):
+                yield from _stored_names(element.value)
 
 
-def _statements(block):
-    return block.body if isinstance(block, cst.IndentedBlock) else ()
+def _is_stored_as_is(loss: cst.Name, value: cst.BaseExpression) -> bool:
+    """Whether ``.item()`` can follow the name: it is not the receiver of a method there."""
+    return not any(
+        isinstance(node, cst.Attribute) and node.value is loss
+        for node in _walk(value)
+    )
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _base_name(holder: cst.BaseExpression) -> str | None:
+    while isinstance(holder, cst.Subscript):
+        holder = holder.value
+    return holder.value if isinstance(holder, cst.Name) else None
+

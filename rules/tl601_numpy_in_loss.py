@@ -1,25 +1,33 @@
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Rule
+from torchlint.semantic.training import dotted
 
 # NumPy functions with a torch function of the same meaning and call shape.
 TORCH_EQUIVALENT = {
     "mean": "mean", "sum": "sum", "abs": "abs", "sqrt": "sqrt", "exp": "exp", "log": "log", "square": "square",
     "maximum": "maximum", "minimum": "minimum", "clip": "clamp", "power": "pow", "tanh": "tanh", "log1p": "log1p",
-    "sigmoid": "sigmoid", "max": "amax", "min": "amin", "dot": "dot", "matmul": "matmul",
+    "amax": "amax", "amin": "amin", "dot": "dot", "matmul": "matmul", "var": "var", "std": "std", "sin": "sin",
+    "cos": "cos", "exp2": "exp2", "log2": "log2", "log10": "log10", "negative": "neg", "sign": "sign",
 }
-# Methods that leave the autograd graph on the way to NumPy.
+KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
+# Methods that leave the autograd graph on the way to NumPy, and so leave the gradient path.
 DETACHING = ("numpy", "detach", "cpu")
-WRAPPERS = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor")
+WRAPPERS = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+            "torch.autograd.Variable", "torch.autograd.variable.Variable")
+WRAPPER_KEYWORDS = ("requires_grad", "dtype", "device")
 
 
 class NumpyInLoss(Rule):
     """
     ## What it does
-    Finds a loss that a backward pass runs on but that was computed through NumPy:
-    `.numpy()` or `np.*` calls on model outputs, usually re-wrapped with
-    `torch.tensor(..., requires_grad=True)` so that `backward()` does not complain. NumPy used
-    for metrics and logging on detached values is left alone.
+    Finds a loss that a backward pass runs on but whose gradient path to the model goes
+    through NumPy: `.numpy()` or `np.*` calls on model outputs, usually re-wrapped with
+    `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` so that `backward()`
+    does not complain; also a term added to the loss that was computed so. It follows the
+    loss through intermediate names, same-file loss functions and loss classes. NumPy used
+    for metrics and logging on detached values, on targets and data, or for scalar weights
+    (`np.random.beta(...)`) is left alone.
 
     ## Why is this bad?
     NumPy arrays have no autograd graph. The loss is a new leaf tensor: `backward()` runs,
@@ -41,12 +49,16 @@ class NumpyInLoss(Rule):
     ```
 
     ## Fix safety
-    When every NumPy call on the path has a torch equivalent (`np.mean` → `torch.mean`,
-    `np.clip` → `torch.clamp`, ...) the fix rewrites the loss in torch: the `np.` calls
-    become `torch.` calls, `.numpy()`, `.detach()` and `.cpu()` on the path are removed, and a
-    `torch.tensor(..., requires_grad=True)` re-wrap is dropped. It is unsafe: NumPy and torch
-    differ in dtype promotion and some keyword names (`axis` / `dim`), so the numbers can
-    change slightly. Otherwise it reports only.
+    When the whole NumPy computation sits in the loss's own expression and every NumPy call
+    in it has a torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`,
+    `axis=` → `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.`
+    calls, `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
+    `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` re-wrap is dropped.
+    It is offered only where the file imports `torch`. It is unsafe: NumPy and torch differ
+    in dtype promotion (float64 there, the model's dtype here) and in some defaults (`np.std`
+    is the population deviation, `torch.std` the sample one), so the numbers can change.
+    Otherwise (a NumPy call with no equivalent, NumPy spread over several statements) it
+    reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
@@ -58,40 +70,73 @@ class NumpyInLoss(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         training = self.semantic.training
-        seen = set()
-        for call, loss in training.backward_calls.items():
-            if not isinstance(loss, cst.Name) or loss.value in seen:
+        reported = set()
+        for loss in training.backward_calls.values():
+            if loss is None:
                 continue
-            for value in self.semantic.values(loss):
-                if self._through_numpy(value):
-                    seen.add(loss.value)
-                    self.report(value, self.message.format(loss=loss.value), fix=self._fix(value))
-                    break
+            values = self.semantic.values(loss) if isinstance(loss, cst.Name) else [loss]
+            for value in values:
+                if value not in reported and any(self._cut_through_numpy(term) for term in _summands(value)):
+                    reported.add(value)
+                    name = self.context.module.code_for_node(loss)
+                    self.report(value, self.message.format(loss=name), fix=self._fix(value))
 
-    def _through_numpy(self, expr: cst.CSTNode) -> bool:
-        found = False
-        semantic = self.semantic
+    def _cut_through_numpy(self, term: cst.BaseExpression) -> bool:
+        """Whether ``term`` comes from the model but carries no gradient, having gone through NumPy."""
+        training = self.semantic.training
+        return training.from_model(term) and not training.carries_grad(term) and self._through_numpy(term, depth=4)
 
-        class Find(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                nonlocal found
-                func = node.func
-                qname = semantic.qualified_name(func) or ""
-                if qname.startswith("numpy.") or (isinstance(func, cst.Attribute) and func.attr.value == "numpy"):
-                    found = True
+    def _through_numpy(self, expr: cst.CSTNode, depth: int, follow_names: bool = True) -> bool:
+        """Whether a NumPy call or ``.numpy()`` on model output feeds ``expr`` (through the
+        names it reads, same-file functions and loss classes, when ``follow_names``)."""
+        training = self.semantic.training
+        for node in _walk(expr):
+            if not isinstance(node, (cst.Call, cst.Name)):
+                continue
+            if isinstance(node, cst.Name):
+                if follow_names and depth > 0 and self._is_read(node):
+                    if any(self._through_numpy(v, depth - 1) for v in self.semantic.values(node)):
+                        return True
+                continue
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and training.from_model(func.value):
+                return True
+            if self._is_numpy(func) and any(training.from_model(a.value) for a in node.args):
+                return True
+            if follow_names and depth > 0:
+                body = training.local_callee_returns(node)
+                if any(self._through_numpy(r, depth - 1) for r in body):
+                    return True
+        return False
 
-        expr.visit(Find())
-        return found
+    def _is_read(self, name: cst.Name) -> bool:
+        parent = self.semantic.parent(name)
+        return not (isinstance(parent, cst.Attribute) and parent.attr is name) and not (
+            isinstance(parent, cst.Arg) and parent.keyword is name
+        )
+
+    def _is_numpy(self, func: cst.BaseExpression) -> bool:
+        return dotted(func) and (self.semantic.qualified_name(func) or "").startswith("numpy.")
 
     def _fix(self, value: cst.BaseExpression) -> Fix | None:
         torch = self.semantic.torch_alias
-        if torch is None:
+        if torch is None or not self._through_numpy(value, depth=0, follow_names=False):
             return None
         rewriter = _ToTorch(self.semantic, torch)
         new = value.visit(rewriter)
-        if rewriter.unmapped:
+        if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(value) if isinstance(n, cst.Name) and self._is_read(n)):
             return None
         return Fix("Compute the loss with torch operations", {value: new}, Applicability.UNSAFE)
+
+    def _numpy_valued(self, name: cst.Name) -> bool:
+        """A name bound to a NumPy array: left in a torch expression, it would break it."""
+        for value in self.semantic.values(name):
+            for node in _walk(value):
+                if isinstance(node, cst.Call) and (
+                    self._is_numpy(node.func) or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy")
+                ):
+                    return True
+        return False
 
 
 class _ToTorch(cst.CSTTransformer):
@@ -101,19 +146,48 @@ class _ToTorch(cst.CSTTransformer):
         self.torch = torch
         self.unmapped = False
 
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        if original_node.attr.value == "data":
+            return updated_node.value  # x.data -> x
+        return updated_node
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         func = original_node.func
-        qname = self.semantic.qualified_name(func) or ""
+        qname = (self.semantic.qualified_name(func) or "") if dotted(func) else ""
         if isinstance(func, cst.Attribute) and func.attr.value in DETACHING and not original_node.args:
-            return updated_node.func.value  # x.detach().numpy() -> x
+            return updated_node.func.value  # x.detach().cpu().numpy() -> x
         if qname.startswith("numpy."):
             name = qname.split(".", 1)[1]
-            if name not in TORCH_EQUIVALENT or any(a.keyword is not None for a in original_node.args):
+            keywords = [a.keyword.value for a in original_node.args if a.keyword is not None]
+            if name not in TORCH_EQUIVALENT or any(k not in KEYWORDS for k in keywords):
                 self.unmapped = True
                 return updated_node
-            return updated_node.with_changes(func=cst.parse_expression(f"{self.torch}.{TORCH_EQUIVALENT[name]}"))
-        if qname in WRAPPERS and updated_node.args:
-            keywords = [a for a in updated_node.args[1:] if a.keyword is None or a.keyword.value not in ("requires_grad", "dtype", "device")]
-            if not keywords:
-                return updated_node.args[0].value  # torch.tensor(x, requires_grad=True) -> x
+            args = [
+                a.with_changes(keyword=cst.Name(KEYWORDS[a.keyword.value])) if a.keyword is not None else a
+                for a in updated_node.args
+            ]
+            return updated_node.with_changes(func=cst.parse_expression(f"{self.torch}.{TORCH_EQUIVALENT[name]}"), args=args)
+        if (qname in WRAPPERS or (isinstance(func, cst.Name) and func.value == "Variable")) and updated_node.args:
+            rest = updated_node.args[1:]
+            if updated_node.args[0].keyword is None and all(a.keyword is not None and a.keyword.value in WRAPPER_KEYWORDS for a in rest):
+                value = updated_node.args[0].value
+                return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if _needs_parens(value) else value
         return updated_node
+
+
+def _needs_parens(value: cst.BaseExpression) -> bool:
+    return not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not value.lpar
+
+
+def _summands(expr: cst.BaseExpression):
+    """The terms added up into a loss: ``a``, ``b`` and ``0.1 * c`` in ``a + b - 0.1 * c``."""
+    yield expr
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        yield from _summands(expr.left)
+        yield from _summands(expr.right)
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

@@ -1,9 +1,17 @@
-"""Training facts: which loops are training iterations, what steps and clears gradients
-there, and which expressions hold loss tensors."""
+"""Training facts: which loops are training iterations, what steps and clears gradients there,
+which expressions hold loss tensors, and whether gradient flows from the model into a value.
+
+One traversal of the module gathers backward passes, optimizer steps, gradient clears and
+calls with the loops around each (within its own function: a nested ``def`` runs at another
+time). Everything else is derived from those lists. Unknown stays silent: a ``.step()`` is
+an optimizer step only next to a backward pass, and never on something known or named to be
+a scheduler; a clear that might be for any optimizer counts for all of them.
+"""
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -16,8 +24,44 @@ Loop = (cst.For, cst.While)
 # Scopes whose bodies run at another time than the code around them.
 SCOPE_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
-_FUNCTIONAL_LOSSES = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div|ctc_loss)$")
-_SCHEDULER_NAME = re.compile(r"sched|lr_?policy|warmup", re.IGNORECASE)
+FUNCTIONAL_LOSS = re.compile(
+    r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div|ctc_loss|triplet_margin\w*)$"
+)
+# Receivers of `.step()` that are no optimizer: schedulers, profilers, progress bars, RL
+# environments, DeepSpeed engines (whose step clears the gradients itself), EMA helpers.
+_NOT_AN_OPTIMIZER = re.compile(
+    r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback",
+    re.IGNORECASE,
+)
+# Receivers of `X.backward(loss)` that run the backward pass for a framework.
+_FRAMEWORK_BACKWARD = re.compile(r"^(\w*accelerator|\w*fabric|\w*engine|deepspeed|trainer|strategy|booster|model|ds)$", re.IGNORECASE)
+# Same-file or imported helpers whose name says they clear gradients.
+_CLEARING_NAME = re.compile(r"zero_?grad|(clear|reset|zero)_?(the_)?grad", re.IGNORECASE)
+# Callees whose result is a loss tensor: `criterion(out, y)`, `self.loss_fn(...)`, `compute_loss(...)`.
+_LOSS_CALLEE = re.compile(r"criterion|loss", re.IGNORECASE)
+# Callees whose result is a model output: known modules, and names that say so.
+_MODEL_CALLEE = re.compile(
+    r"^((\w+_)?(model|net|network|encoder|decoder|generator|discriminator|critic|actor|policy|predictor|regressor"
+    r"|classifier|backbone|head|mlp|cnn|rnn|lstm|gru|transformer|autoencoder|vae|unet|resnet)(_\w+|\d+)?"
+    r"|g|d|netg|netd|gen|disc|forward)$",
+    re.IGNORECASE,
+)
+# Parameter names that hold model outputs when a function is given them.
+_OUTPUT_NAME = re.compile(r"^(pred|preds|prediction|predictions|output|outputs|out|logits|y_?hat|y_?pred|recon\w*|x_?hat)$", re.IGNORECASE)
+# Tensor methods whose result keeps the autograd graph of the receiver.
+GRAPH_KEEPING = frozenset(
+    {"mean", "sum", "squeeze", "unsqueeze", "view", "reshape", "float", "double", "half", "to", "cuda", "cpu", "clone",
+     "abs", "sqrt", "exp", "log", "pow", "mul", "div", "add", "sub", "neg", "contiguous", "flatten", "norm", "max", "min",
+     "type_as", "expand", "expand_as", "masked_select", "masked_fill", "clamp", "log_softmax", "softmax", "sigmoid", "tanh"}
+)
+# Methods and attributes that leave the autograd graph.
+DETACHING_METHODS = frozenset({"item", "detach", "numpy", "tolist", "detach_"})
+_NOT_LOSS_LIBRARIES = ("torch.", "numpy.", "builtins.", "math.", "statistics.", "sklearn.", "scipy.", "torchmetrics.")
+# Attributes of a tensor or module that are no tensor computed from it.
+_METADATA = frozenset({"shape", "device", "dtype", "ndim", "training", "is_cuda"})
+_NUMBER_BUILTINS = frozenset({"float", "int", "round", "bool", "len"})
+_TENSOR_WRAPPERS = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+                    "torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.DoubleTensor")
 
 
 def callee_name(call: cst.Call) -> str | None:
@@ -29,158 +73,279 @@ def callee_name(call: cst.Call) -> str | None:
     return None
 
 
+def last_name(expr: cst.BaseExpression) -> str:
+    """``optimizer`` for ``self.optimizer``, ``opt`` for ``opts[0]``... the name that says what it is."""
+    while isinstance(expr, (cst.Subscript, cst.Call)):
+        expr = expr.value if isinstance(expr, cst.Subscript) else expr.func
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else ""
+
+
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+def is_grad_attribute(expr: cst.BaseExpression) -> bool:
+    """``p.grad``, ``p.grad.data``, ``p.grad[0]``."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
+            return True
+        expr = expr.value
+    return False
+
+
 @dataclass
 class TrainingIteration:
-    loop: cst.For | cst.While  # the innermost loop running both a backward pass and a step
+    loop: cst.For | cst.While  # the loop whose body runs the backward pass (and the step, when one runs in a loop around it)
     backward_calls: list[cst.Call] = field(default_factory=list)
-    losses: list[cst.BaseExpression] = field(default_factory=list)  # what backward runs on
-    steps: list[cst.Call] = field(default_factory=list)  # optimizer steps (not scheduler steps)
-    clears: list[cst.CSTNode] = field(default_factory=list)  # zero_grad(), p.grad = None, helpers
+    losses: list[cst.BaseExpression] = field(default_factory=list)  # what each backward call runs on
+    steps: list[cst.Call] = field(default_factory=list)  # optimizer steps (not scheduler or closure steps)
+    clears: list[cst.CSTNode] = field(default_factory=list)  # zero_grad(), p.grad = None, clearing helpers
 
     def stepped_optimizers(self) -> list[cst.BaseExpression]:
-        """The optimizer expression of each step: ``opt`` in ``opt.step()`` and ``scaler.step(opt)``."""
+        """The optimizer of each step: ``opt`` in ``opt.step()`` and ``scaler.step(opt)``."""
         return [optimizer_of_step(step) for step in self.steps]
 
 
+@dataclass
+class StepFunction:
+    """A function that runs one training step with no loop of its own (``train_step(batch)``),
+    called from loops of the same file."""
+
+    function: cst.FunctionDef
+    backward_calls: list[cst.Call]
+    steps: list[cst.Call]
+    call_sites: list[cst.Call]
+
+
 def optimizer_of_step(step: cst.Call) -> cst.BaseExpression:
-    assert isinstance(step.func, cst.Attribute)
-    if step.args and _is_scaler_like(step.func.value):
-        return step.args[0].value
-    return step.func.value
+    """``opt`` in ``opt.step()``; the first argument of ``scaler.step(opt)`` and ``xm.optimizer_step(opt)``."""
+    if isinstance(step.func, cst.Attribute) and step.func.attr.value == "step" and not step.args:
+        return step.func.value
+    return step.args[0].value
 
 
-def _is_scaler_like(expr: cst.BaseExpression) -> bool:
-    name = code(expr).lower()
-    return "scaler" in name
+@dataclass
+class _Site:
+    """Where a node of interest sits: its function and the loops around it there, outermost first."""
+
+    function: cst.FunctionDef | None
+    loops: tuple[cst.CSTNode, ...]
 
 
 class _Scan(cst.CSTVisitor):
-    """Gathers loops, backward calls, step calls and gradient clears, each with its innermost
-    enclosing loop (within the same function)."""
+    """The one traversal: backward passes, steps, clears and calls, each with its site."""
 
     def __init__(self, facts: TrainingFacts) -> None:
         super().__init__()
         self.facts = facts
-        self.loops: list[cst.CSTNode | None] = [None]  # None marks a scope boundary
+        self.functions: list[cst.FunctionDef | None] = [None]
+        self.loops: list[list[cst.CSTNode]] = [[]]
 
-    def _enter_scope(self, node) -> None:
-        self.loops.append(None)
+    def _site(self) -> _Site:
+        return _Site(self.functions[-1], tuple(self.loops[-1]))
 
-    def _leave_scope(self, node) -> None:
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+        self.loops.append([])
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
         self.loops.pop()
 
-    visit_FunctionDef = visit_Lambda = visit_ClassDef = _enter_scope
-    leave_FunctionDef = leave_Lambda = leave_ClassDef = _leave_scope
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.loops.append([])
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.loops.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.functions.append(None)
+        self.loops.append([])
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.functions.pop()
+        self.loops.pop()
 
     def visit_For(self, node: cst.For) -> None:
-        self.loops.append(node)
-        self.facts.loops.append(node)
+        self.loops[-1].append(node)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops[-1].pop()
 
     def visit_While(self, node: cst.While) -> None:
-        self.loops.append(node)
-        self.facts.loops.append(node)
+        self.loops[-1].append(node)
 
-    def leave_For(self, node: cst.For) -> None:
-        self.loops.pop()
-
-    leave_While = leave_For
+    def leave_While(self, original_node: cst.While) -> None:
+        self.loops[-1].pop()
 
     def visit_Call(self, node: cst.Call) -> None:
-        loop = self.loops[-1]
         facts = self.facts
-        loss = facts.backward_target(node)
-        if loss is not None:
-            facts.backward_calls[node] = loss
-            facts.loop_of[node] = loop
-        elif facts.is_optimizer_step(node):
-            facts.step_calls.append(node)
-            facts.loop_of[node] = loop
-        elif facts.is_clear(node):
-            facts.clear_nodes.append(node)
-            facts.loop_of[node] = loop
+        site = self._site()
+        name = callee_name(node)
+        if name in ("backward", "manual_backward"):
+            loss = facts._backward_target(node)
+            if loss is not None:
+                facts.backward_calls[node] = loss
+                facts.sites[node] = site
+        elif name in ("step", "optimizer_step"):
+            facts._step_candidates.append(node)
+            facts.sites[node] = site
+        elif name == "zero_grad" or (name in ("zero_", "fill_", "mul_", "detach_") and is_grad_attribute(node.func.value)):
+            facts._add_clear(node, site)
+        elif name is not None:
+            facts._calls.append((node, name))
+            facts.sites[node] = site
+            facts._called_names[site.function].add(name)
+
+    def _grad_target(self, node: cst.CSTNode, targets: list[cst.BaseExpression]) -> None:
+        if any(is_grad_attribute(t) for t in targets):  # p.grad = None, del p.grad, p.grad *= 0
+            self.facts._add_clear(node, self._site())
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        # p.grad = None / param.grad = None
-        for target in node.targets:
-            t = target.target
-            if isinstance(t, cst.Attribute) and t.attr.value == "grad" and isinstance(node.value, cst.Name) and node.value.value == "None":
-                self.facts.clear_nodes.append(node)
-                self.facts.loop_of[node] = self.loops[-1]
+        self._grad_target(node, [t.target for t in node.targets])
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.MultiplyAssign):
+            self._grad_target(node, [node.target])
+
+    def visit_Del(self, node: cst.Del) -> None:
+        targets = node.target.elements if isinstance(node.target, cst.Tuple) else [node.target]
+        self._grad_target(node, [t.value if isinstance(t, cst.Element) else t for t in targets])
 
 
 class TrainingFacts:
+    """Training iterations of one file, and the loss tensors in it."""
+
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
-        self.loops: list[cst.CSTNode] = []
-        self.backward_calls: dict[cst.Call, cst.BaseExpression] = {}
-        self.step_calls: list[cst.Call] = []
-        self.clear_nodes: list[cst.CSTNode] = []
-        self.loop_of: dict[cst.CSTNode, cst.CSTNode | None] = {}
-        self._visiting: set[cst.CSTNode] = set()
-        self._clearing_functions = self._functions_that_clear()
+        self.backward_calls: dict[cst.Call, cst.BaseExpression] = {}  # every backward pass -> what it runs on
+        self.sites: dict[cst.CSTNode, _Site] = {}
+        self._framework_receivers: set[str] = set()  # `engine` in `engine.backward(loss)`
+        self._step_candidates: list[cst.Call] = []
+        self._clears: list[cst.CSTNode] = []
+        self._calls: list[tuple[cst.Call, str]] = []
+        self._called_names: dict[cst.FunctionDef | None, set[str]] = defaultdict(set)
+        self._clearing_functions_direct: set[cst.FunctionDef | None] = set()
         model.module.visit(_Scan(self))
-        self.iterations = self._iterations()
+
+        self.steps: list[cst.Call] = [s for s in self._step_candidates if self._is_optimizer_step(s)]
+        clearing = self._clearing_function_names()
+        self.clears: list[cst.CSTNode] = sorted(
+            self._clears + [call for call, name in self._calls if _CLEARING_NAME.search(name) or (name in clearing and _is_local_call(call))],
+            key=model.start_key,
+        )
+        self.iterations: list[TrainingIteration] = self._iterations()
+        self._iteration_by_loop = {it.loop: it for it in self.iterations}
+        self._loss_names_cache: dict[cst.FunctionDef | None, set[str]] | None = None
+        self._visiting: set[cst.CSTNode] = set()
+        self._flow_cache: dict[tuple[str, cst.CSTNode], bool] = {}
+        self._returns_cache: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
 
     # --- what calls are -----------------------------------------------------------------
 
-    def backward_target(self, call: cst.Call) -> cst.BaseExpression | None:
+    def _backward_target(self, call: cst.Call) -> cst.BaseExpression | None:
         """What a backward call runs on, or None if ``call`` is not a backward pass."""
         func = call.func
+        positional = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
         if self.model.qualified_name(func) == "torch.autograd.backward":
-            return call.args[0].value if call.args else None
-        if not (isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward")):
+            return positional
+        if not isinstance(func, cst.Attribute):
             return None
         receiver = func.value
-        if call.args and call.args[0].keyword is None and func.attr.value == "manual_backward" or (
-            call.args and isinstance(receiver, (cst.Name, cst.Attribute)) and "accelerator" in code(receiver).lower()
-        ):
-            return call.args[0].value  # accelerator.backward(loss), self.manual_backward(loss)
-        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale" and receiver.args:
+        if func.attr.value == "manual_backward":  # Lightning manual optimization
+            return positional
+        if func.attr.value != "backward" or (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")):
+            return None
+        if positional is not None and isinstance(receiver, (cst.Name, cst.Attribute)) and _FRAMEWORK_BACKWARD.search(last_name(receiver)):
+            self._framework_receivers.add(code(receiver))
+            return positional  # accelerator.backward(loss), model_engine.backward(loss)
+        if isinstance(receiver, cst.Call) and callee_name(receiver) == "scale" and receiver.args:
             return receiver.args[0].value  # scaler.scale(loss).backward()
         return receiver
 
-    def is_optimizer_step(self, call: cst.Call) -> bool:
-        """``opt.step()`` or ``scaler.step(opt)``; never a scheduler's step, a closure step, or
-        an environment's ``env.step(action)``."""
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "step"):
-            return False
+    def _is_optimizer_step(self, call: cst.Call) -> bool:
+        """``opt.step()``, ``scaler.step(opt)`` or ``xm.optimizer_step(opt)``; never a
+        scheduler's, profiler's or environment's step, nor ``opt.step(closure)``, which
+        re-evaluates the loss itself."""
         from torchlint.semantic import Kind
 
+        if callee_name(call) == "optimizer_step":
+            return bool(call.args) and self.model.qualified_name(call.func) == "torch_xla.core.xla_model.optimizer_step"
+        if not isinstance(call.func, cst.Attribute):
+            return False
         receiver = call.func.value
         kind = self.model.kind(receiver)
-        if kind is Kind.SCALER or (kind is None and _is_scaler_like(receiver)):
-            return len(call.args) >= 1
-        if kind is Kind.SCHEDULER or _SCHEDULER_NAME.search(code(receiver)):
+        if kind is Kind.SCALER or (kind is None and "scaler" in last_name(receiver).lower()):
+            return bool(call.args) and call.args[0].keyword is None
+        if call.args or kind in (Kind.SCHEDULER, Kind.MODULE, Kind.LOSS):
             return False
-        if call.args:  # step(closure) re-evaluates the loss itself; env.step(action) is no optimizer
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
             return False
-        return kind is Kind.OPTIMIZER or (kind is None and "opt" in code(receiver).lower())
+        if code(receiver) in self._framework_receivers:
+            return False  # DeepSpeed: engine.backward(loss); engine.step() clears gradients itself
+        return kind is Kind.OPTIMIZER or not _NOT_AN_OPTIMIZER.search(last_name(receiver))
 
-    def is_clear(self, call: cst.Call) -> bool:
-        name = callee_name(call)
-        if name == "zero_grad":
-            return True
-        if name in ("zero_", "detach_") and isinstance(call.func, cst.Attribute):
-            # p.grad.zero_(), p.grad.data.zero_()
-            return "grad" in code(call.func.value)
-        return name in self._clearing_functions
+    def _add_clear(self, node: cst.CSTNode, site: _Site) -> None:
+        self._clears.append(node)
+        self.sites[node] = site
+        self._clearing_functions_direct.add(site.function)
 
-    def _functions_that_clear(self) -> set[str]:
-        """Same-file helpers (functions and methods) whose body clears gradients."""
-        names = set()
-        for name, functions in self.model.functions.items():
-            for function in functions:
-                if _mentions_clear(function):
-                    names.add(name)
+    def _clearing_function_names(self) -> set[str]:
+        """Names of same-file functions and methods that clear gradients, directly or through
+        another such helper."""
+        names = {f.name.value for f in self._clearing_functions_direct if f is not None}
+        changed = True
+        while changed:
+            changed = False
+            for function, called in self._called_names.items():
+                if function is not None and function.name.value not in names and called & names:
+                    names.add(function.name.value)
+                    changed = True
         return names
 
     # --- iterations ---------------------------------------------------------------------
 
-    def enclosing_loops(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    def _iterations(self) -> list[TrainingIteration]:
+        by_loop: dict[cst.CSTNode, TrainingIteration] = {}
+        for call, loss in self.backward_calls.items():
+            site = self.sites[call]
+            if not site.loops:
+                continue
+            loop = next(
+                (l for l in reversed(site.loops) if any(self._runs_in(step, l, site.function) for step in self.steps)),
+                site.loops[-1],
+            )
+            iteration = by_loop.setdefault(loop, TrainingIteration(loop))
+            iteration.backward_calls.append(call)
+            iteration.losses.append(loss)
+        for loop, iteration in by_loop.items():
+            function = self.sites[iteration.backward_calls[0]].function
+            # A step belongs to the innermost iteration around it.
+            iteration.steps = [
+                s for s in self.steps
+                if self._runs_in(s, loop, function) and not any(
+                    l in by_loop for l in self.sites[s].loops[self.sites[s].loops.index(loop) + 1:]
+                )
+            ]
+            iteration.clears = [c for c in self.clears if self._runs_in(c, loop, function)]
+        return sorted(by_loop.values(), key=lambda it: self.model.start_key(it.loop))
+
+    def _runs_in(self, node: cst.CSTNode, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
+        site = self.sites[node]
+        return site.function is function and loop in site.loops
+
+    def iteration_of(self, node: cst.CSTNode) -> TrainingIteration | None:
+        """The innermost training iteration whose loop runs ``node`` (in the same function)."""
+        for ancestor in self.model.ancestors(node):
+            if isinstance(ancestor, SCOPE_BOUNDARIES):
+                return None
+            if ancestor in self._iteration_by_loop:
+                return self._iteration_by_loop[ancestor]
+        return None
+
+    def enclosing_loops(self, node: cst.CSTNode) -> Iterator[cst.For | cst.While]:
         """Loops around ``node``, innermost first, within its function."""
         for ancestor in self.model.ancestors(node):
             if isinstance(ancestor, SCOPE_BOUNDARIES):
@@ -188,91 +353,302 @@ class TrainingFacts:
             if isinstance(ancestor, Loop):
                 yield ancestor
 
-    def _iterations(self) -> list[TrainingIteration]:
-        by_loop: dict[cst.CSTNode, TrainingIteration] = {}
-        for step in self.step_calls:
-            step_loops = list(self.enclosing_loops(step))
-            for call, loss in self.backward_calls.items():
-                # The iteration is the innermost loop holding both the backward and the step.
-                shared = next((l for l in self.enclosing_loops(call) if l in step_loops), None)
-                if shared is None:
-                    continue
-                iteration = by_loop.setdefault(shared, TrainingIteration(shared))
-                if call not in iteration.backward_calls:
-                    iteration.backward_calls.append(call)
-                    iteration.losses.append(loss)
-                if step not in iteration.steps:
-                    iteration.steps.append(step)
-        for iteration in by_loop.values():
-            iteration.clears = [c for c in self.clear_nodes if self._inside(c, iteration.loop)]
-        return sorted(by_loop.values(), key=lambda it: self.model.start_key(it.loop))
-
-    def _inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return any(a is container for a in self.model.ancestors(node))
-
-    def iteration_of(self, node: cst.CSTNode) -> TrainingIteration | None:
-        for ancestor in self.model.ancestors(node):
-            for iteration in self.iterations:
-                if iteration.loop is ancestor:
-                    return iteration
-        return None
-
-    def epoch_loop(self, iteration: TrainingIteration) -> cst.CSTNode | None:
+    def epoch_loop(self, iteration: TrainingIteration) -> cst.For | cst.While | None:
+        """The loop around the iteration's loop (the epoch loop around a batch loop), if any."""
         return next(self.enclosing_loops(iteration.loop), None)
+
+    def step_functions(self) -> list[StepFunction]:
+        """Functions that run backward and step outside any loop of their own, every call of
+        which (in this file; there is at least one) sits in a loop."""
+        found = []
+        by_function: dict[cst.FunctionDef, tuple[list, list]] = {}
+        for call in self.backward_calls:
+            site = self.sites[call]
+            if site.function is not None and not site.loops:
+                by_function.setdefault(site.function, ([], []))[0].append(call)
+        for step in self.steps:
+            site = self.sites[step]
+            if site.function in by_function and not site.loops:
+                by_function[site.function][1].append(step)
+        for function, (backwards, steps) in by_function.items():
+            name = function.name.value
+            if not steps or len(self.model.functions.get(name, ())) != 1:
+                continue
+            call_sites = [call for call, called in self._calls if called == name and self._calls_function(call, function)]
+            if call_sites and all(self.sites[c].loops for c in call_sites):
+                found.append(StepFunction(function, backwards, steps, call_sites))
+        return found
+
+    def _calls_function(self, call: cst.Call, function: cst.FunctionDef) -> bool:
+        # helper(...) for a function, self.helper(...) for a method of the caller's class.
+        is_method = isinstance(self.model.parent(self.model.parent(function)), cst.ClassDef)
+        if isinstance(call.func, cst.Name):
+            return not is_method
+        return is_method and isinstance(call.func.value, cst.Name) and call.func.value.value == "self"
 
     # --- losses -------------------------------------------------------------------------
 
+    def is_loss(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` holds a loss tensor: what a backward pass in the same function runs
+        on (or a term summed into it), a name bound to a loss, or a loss computation."""
+        if isinstance(expr, cst.Name):
+            if expr.value in self._loss_names(self.model.enclosing_function(expr)):
+                return True
+            if expr in self._visiting:  # loss = loss + aux
+                return False
+            self._visiting.add(expr)
+            try:
+                return any(self.is_loss_value(value) for value in self.model.values(expr))
+            finally:
+                self._visiting.discard(expr)
+        if isinstance(expr, (cst.Attribute, cst.Subscript)) and code(expr) in self._loss_names(self.model.enclosing_function(expr)):
+            return True
+        return self.is_loss_value(expr)
+
     def is_loss_value(self, expr: cst.BaseExpression) -> bool:
-        """An expression that computes a loss tensor: a loss module's or a functional loss's
-        output, arithmetic on losses, or a name bound to one."""
+        """Whether ``expr`` computes a loss tensor: a loss module's or loss function's output
+        (``criterion(out, y)``, ``F.cross_entropy(...)``, ``outputs.loss``), arithmetic on a
+        loss, a graph-keeping method of one (``loss.mean()``), or a name bound to one."""
         from torchlint.semantic import Kind
 
         if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in GRAPH_KEEPING:
+                return self.is_loss(expr.func.value)
             qname = self.model.qualified_name(expr.func)
-            if qname and _FUNCTIONAL_LOSSES.match(qname):
+            if qname is not None and FUNCTIONAL_LOSS.match(qname):
                 return True
-            return self.model.kind(expr.func) is Kind.LOSS
+            if qname is not None and qname.startswith(_NOT_LOSS_LIBRARIES):
+                return False  # torch.mean(x), sklearn.metrics.log_loss(...): no loss tensor of ours
+            return self.model.kind(expr.func) is Kind.LOSS or bool(_LOSS_CALLEE.search(last_name(expr.func)))
         if isinstance(expr, cst.BinaryOperation):
             return self.is_loss_value(expr.left) or self.is_loss_value(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.is_loss_value(expr.expression)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "loss"  # outputs.loss (Hugging Face)
+        if isinstance(expr, cst.Subscript):
+            return _string_index(expr) == "loss"  # outputs["loss"]
         if isinstance(expr, cst.Name):
             return self.is_loss(expr)
         return False
 
-    def is_loss(self, expr: cst.BaseExpression) -> bool:
-        """A name holding a loss tensor: what a backward pass runs on (or an alias), or bound
-        to a loss computation."""
-        if not isinstance(expr, cst.Name):
-            return False
-        if expr.value in self._backward_names:
+    def _loss_names(self, function: cst.FunctionDef | None) -> set[str]:
+        """Per function, what its backward passes run on and the terms summed into that."""
+        if self._loss_names_cache is None:
+            self._loss_names_cache = defaultdict(set)
+            for call, loss in self.backward_calls.items():
+                self._collect_terms(loss, self._loss_names_cache[self.sites[call].function], depth=3)
+        return self._loss_names_cache.get(function, set())
+
+    def _collect_terms(self, expr: cst.BaseExpression, names: set[str], depth: int) -> None:
+        if isinstance(expr, cst.Name):
+            if expr.value in names:
+                return
+            names.add(expr.value)
+            if depth > 0:
+                for value in self.model.values(expr):
+                    self._collect_terms(value, names, depth - 1)
+        elif isinstance(expr, (cst.Attribute, cst.Subscript)):
+            names.add(code(expr))
+        elif isinstance(expr, cst.BinaryOperation):
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                # loss = ce + 0.1 * aux + beta * kl_loss: ce, aux and kl_loss are losses, beta a weight.
+                if (
+                    isinstance(expr.operator, (cst.Add, cst.Subtract))
+                    or isinstance(other, (cst.Integer, cst.Float))
+                    or self.is_loss_value(side)
+                    or "loss" in code(side).lower()
+                ):
+                    self._collect_terms(side, names, depth)
+        elif isinstance(expr, cst.UnaryOperation):
+            self._collect_terms(expr.expression, names, depth)
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in GRAPH_KEEPING:
+            self._collect_terms(expr.func.value, names, depth)  # loss.mean().backward()
+        elif isinstance(expr, (cst.List, cst.Tuple)):  # torch.autograd.backward([l1, l2])
+            for element in expr.elements:
+                self._collect_terms(element.value, names, depth)
+
+    def detached(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` certainly holds no autograd graph: ``loss.item()``, ``loss.detach()``,
+        ``loss.data``, ``float(loss)``, a number, or arithmetic on those alone."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
             return True
-        if expr in self._visiting:  # loss = loss + aux
-            return False
-        self._visiting.add(expr)
-        try:
-            return any(self.is_loss_value(value) for value in self.model.values(expr))
-        finally:
-            self._visiting.discard(expr)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "data"
+        if isinstance(expr, cst.BinaryOperation):
+            return self.detached(expr.left) and self.detached(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.detached(expr.expression)
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Attribute):
+                method = expr.func.attr.value
+                return method in DETACHING_METHODS or (method in GRAPH_KEEPING and self.detached(expr.func.value))
+            if isinstance(expr.func, cst.Name) and expr.func.value in _NUMBER_BUILTINS:
+                return True
+            return (self.model.qualified_name(expr.func) or "").startswith(("numpy.", "math."))
+        return False
 
-    @property
-    def _backward_names(self) -> set[str]:
-        if not hasattr(self, "_backward_name_cache"):
-            self._backward_name_cache = {l.value for l in self.backward_calls.values() if isinstance(l, cst.Name)}
-        return self._backward_name_cache
+    # --- gradient flow --------------------------------------------------------------------
+
+    def from_model(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is computed from a model's output or parameters, whatever happened
+        to it on the way (``.detach()``, NumPy)."""
+        return self._flows("from_model", expr)
+
+    def carries_grad(self, expr: cst.BaseExpression) -> bool:
+        """Whether gradient can flow from ``expr`` back into a model: computed from a model's
+        output through tensor operations only, never through ``.detach()``, ``.item()``,
+        ``.data``, NumPy, or a fresh tensor built from values (``torch.tensor(...)``)."""
+        return self._flows("grad", expr)
+
+    def _flows(self, mode: str, expr: cst.BaseExpression) -> bool:
+        key = (mode, expr)
+        if key in self._flow_cache:
+            return self._flow_cache[key]
+        self._flow_cache[key] = False  # a cycle (x = x + 1) adds nothing
+        result = self._flows_uncached(mode, expr)
+        self._flow_cache[key] = result
+        return result
+
+    def _flows_uncached(self, mode: str, expr: cst.BaseExpression) -> bool:
+        flows = lambda e: self._flows(mode, e)  # noqa: E731
+        grad = mode == "grad"
+        if isinstance(expr, cst.Name):
+            return self._name_flows(mode, expr)
+        if isinstance(expr, cst.Attribute):
+            if (grad and expr.attr.value == "data") or expr.attr.value in _METADATA:
+                return False
+            return flows(expr.value) or _MODEL_CALLEE.match(last_name(expr.value)) is not None
+        if isinstance(expr, cst.Subscript):
+            return flows(expr.value)
+        if isinstance(expr, cst.BinaryOperation):
+            return flows(expr.left) or flows(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return flows(expr.expression)
+        if isinstance(expr, cst.IfExp):
+            return flows(expr.body) or flows(expr.orelse)
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return any(flows(e.value) for e in expr.elements)
+        if isinstance(expr, cst.Call):
+            return self._call_flows(mode, expr)
+        return False
+
+    def _call_flows(self, mode: str, call: cst.Call) -> bool:
+        from torchlint.semantic import Kind
+
+        flows = lambda e: self._flows(mode, e)  # noqa: E731
+        grad = mode == "grad"
+        func = call.func
+        qname = (self.model.qualified_name(func) or "") if dotted(func) else ""
+        args = [a.value for a in call.args]
+        if isinstance(func, cst.Attribute) and not qname.startswith(("torch.", "numpy.")):
+            method = func.attr.value
+            if grad and method in DETACHING_METHODS:
+                return False
+            if method in ("requires_grad_", "backward", "size", "dim", "numel"):
+                return False if grad or method != "requires_grad_" else flows(func.value)
+            if self.model.kind(func.value) in (Kind.MODULE, Kind.LOSS):
+                return any(map(flows, args)) or self.model.kind(func.value) is Kind.MODULE
+        if grad and (qname.startswith("numpy.") or qname in _TENSOR_WRAPPERS or callee_name(call) == "Variable"):
+            return False  # NumPy has no graph; torch.tensor(...) is a new leaf
+        returns = self.local_callee_returns(call)
+        if returns:
+            return any(map(flows, returns)) or (not grad and any(map(flows, args)))
+        if self.model.kind(func) is Kind.MODULE or (not qname.startswith(("torch.", "numpy.", "builtins.")) and _MODEL_CALLEE.match(last_name(func))):
+            return True  # model(x), self.net(x), self(x)
+        if isinstance(func, cst.Name) and func.value == "self":
+            return True
+        receiver = [func.value] if isinstance(func, cst.Attribute) and not qname.startswith(("torch.", "numpy.")) else []
+        return any(map(flows, receiver + args))
+
+    def _name_flows(self, mode: str, name: cst.Name) -> bool:
+        values = self.model.values(name)
+        if values:
+            return any(self._flows(mode, v) for v in values)
+        # A parameter may carry gradient (unknown: assume so); it comes from the model when
+        # named like a model or its output (`def loss_fn(pred, target)`).
+        return any(
+            mode == "grad" or _OUTPUT_NAME.match(a.name) is not None or _MODEL_CALLEE.match(a.name) is not None
+            for a in self.model.assignments(name)
+            if isinstance(a.node, cst.Param) and a.name not in ("self", "cls")
+        )
+
+    def local_callee_returns(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """What the same-file code a call runs returns: ``f(...)`` of a function of this file,
+        ``self.f(...)`` of a method of the caller's class, ``criterion(...)`` of an instance of a
+        loss class of this file (its ``forward``). Empty when the callee is not known."""
+        function = self._local_callee(call.func)
+        if function is None:
+            return []
+        if function not in self._returns_cache:
+            finder = _Returns()
+            function.body.visit(finder)
+            self._returns_cache[function] = finder.values
+        return self._returns_cache[function]
+
+    def _local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            info = self.model.enclosing_class(func)
+            method = _method(info.node, func.attr.value) if info is not None else None
+            if method is not None:
+                return method
+        if isinstance(func, cst.Name):
+            for assignment in self.model.assignments(func):
+                if isinstance(assignment.node, cst.FunctionDef):
+                    return assignment.node
+        # An instance of a loss class of this file: `criterion = NumpyLoss()`.
+        for value in self.model.values(func) if isinstance(func, (cst.Name, cst.Attribute)) else ():
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                for assignment in self.model.assignments(value.func):
+                    node = assignment.node
+                    if isinstance(node, cst.ClassDef) and _LOSS_CALLEE.search(node.name.value):
+                        return _method(node, "forward") or _method(node, "__call__")
+        return None
 
 
-def _mentions_clear(function: cst.FunctionDef) -> bool:
-    found = False
+class _Returns(cst.CSTVisitor):
+    """The values a function returns (not those of functions nested in it)."""
 
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if callee_name(node) == "zero_grad":
-                found = True
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[cst.BaseExpression] = []
 
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets):
-                found = True
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
 
-    function.body.visit(Finder())
-    return found
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.values.append(node.value)
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next(
+        (s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name),
+        None,
+    ) if isinstance(cls.body, cst.IndentedBlock) else None
+
+
+def dotted(expr: cst.BaseExpression) -> bool:
+    """``np.mean`` or ``torch.nn.functional.mse_loss``: a name that may be a library function
+    (``np.mean(x).sum`` is a method of a result)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
+def _is_local_call(call: cst.Call) -> bool:
+    """``helper(...)`` or ``self.helper(...)``: a call that can reach a function of this file by
+    its name (``model.train()`` is not the file's ``def train``)."""
+    func = call.func
+    return isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self")
+
+
+def _string_index(subscript: cst.Subscript) -> str | None:
+    if len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index):
+        value = subscript.slice[0].slice.value
+        if isinstance(value, cst.SimpleString):
+            return value.evaluated_value
+    return None

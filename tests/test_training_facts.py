@@ -1,0 +1,218 @@
+"""TrainingFacts on small snippets: iterations, backward targets, steps, clears, losses."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from torchlint.semantic import SemanticModel
+
+
+def facts(source: str):
+    model = SemanticModel(MetadataWrapper(cst.parse_module(textwrap.dedent(source))))
+    return model.training
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def test_iteration_with_amp_steps_and_clears():
+    training = facts(
+        """
+        for epoch in range(3):
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scheduler.step()
+        """
+    )
+    [iteration] = training.iterations
+    assert isinstance(iteration.loop, cst.For) and code(iteration.loop.target) == "x, y"
+    assert [code(l) for l in iteration.losses] == ["loss"]
+    assert [code(s) for s in iteration.steps] == ["scaler.step(optimizer)"]
+    assert [code(o) for o in iteration.stepped_optimizers()] == ["optimizer"]
+    assert [code(c) for c in iteration.clears] == ["optimizer.zero_grad(set_to_none=True)"]
+    assert code(training.epoch_loop(iteration).target) == "epoch"
+
+
+def test_framework_and_functional_backward_targets():
+    training = facts(
+        """
+        import torch
+        while step < n:
+            accelerator.backward(loss_a)
+            torch.autograd.backward(loss_b)
+            model_engine.backward(loss_c)
+            model_engine.step()
+            out.backward(torch.ones_like(out))
+        """
+    )
+    [iteration] = training.iterations
+    assert isinstance(iteration.loop, cst.While)
+    assert [code(l) for l in iteration.losses] == ["loss_a", "loss_b", "loss_c", "out"]
+    assert iteration.steps == []  # a DeepSpeed engine's step clears gradients itself
+
+
+def test_schedulers_closures_profilers_and_environments_are_not_optimizer_steps():
+    training = facts(
+        """
+        import torch
+        sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+        for x in data:
+            loss.backward()
+            sched.step()
+            lr_scheduler.step()
+            prof.step()
+            env.step(action)
+            opt.step(closure)
+            self.step()
+        """
+    )
+    [iteration] = training.iterations
+    assert iteration.steps == []
+
+
+def test_clears_by_module_grad_none_and_same_file_helper():
+    training = facts(
+        """
+        def reset(m):
+            for p in m.parameters():
+                p.grad = None
+
+        def wrapper(m):
+            reset(m)
+
+        for x in data:
+            model.zero_grad()
+            wrapper(model)
+            del w.grad
+            loss.backward()
+            opt.step()
+            model.train()
+        """
+    )
+    [iteration] = [it for it in training.iterations if code(it.loop.target) == "x"]
+    assert [code(c) for c in iteration.clears] == ["model.zero_grad()", "wrapper(model)", "del w.grad"]
+
+
+def test_iteration_is_the_loop_holding_backward_and_step():
+    training = facts(
+        """
+        for batch in loader:
+            for micro in split(batch):
+                loss = criterion(model(micro), target)
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+        """
+    )
+    [iteration] = training.iterations
+    assert code(iteration.loop.target) == "batch"
+    assert training.iteration_of(iteration.backward_calls[0]) is iteration
+
+
+def test_backward_in_a_nested_function_belongs_to_no_loop_around_the_def():
+    training = facts(
+        """
+        for x, y in loader:
+            def closure():
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                return loss
+            opt.step(closure)
+        """
+    )
+    assert training.iterations == []
+    assert len(training.backward_calls) == 1
+
+
+def test_step_function_called_from_a_loop():
+    training = facts(
+        """
+        def train_step(model, opt, batch):
+            loss = model(batch).mean()
+            loss.backward()
+            opt.step()
+
+        for batch in loader:
+            train_step(model, opt, batch)
+        """
+    )
+    [step_function] = training.step_functions()
+    assert step_function.function.name.value == "train_step"
+    assert [code(c) for c in step_function.call_sites] == ["train_step(model, opt, batch)"]
+
+
+def test_losses_aliases_terms_and_criterion_outputs():
+    source = """
+        import torch.nn as nn
+        criterion = nn.CrossEntropyLoss()
+
+        def train():
+            for x, y in loader:
+                ce = criterion(model(x), y)
+                aux = helper(x)
+                loss = ce + 0.1 * aux
+                loss.backward()
+                acc = (model(x).argmax(1) == y).float().mean()
+                val = loss.item()
+
+        def other():
+            loss = compute(x)
+            metric = criterion(out, y)
+    """
+    training = facts(source)
+    names = {}
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.setdefault(node.value, node)
+
+    training.model.module.visit(Names())
+    assert training.is_loss(names["loss"]) and training.is_loss(names["ce"]) and training.is_loss(names["aux"])
+    assert not training.is_loss(names["acc"])
+    assert not training.is_loss(names["val"])
+    assert not training.is_loss(names["x"])
+    metric = [n for n in training.model.bound_values if n.value == "metric"][0]
+    assert training.is_loss(metric)  # the output of a loss module
+    other_loss = [n for n in training.model.bound_values if n.value == "loss"][-1]
+    assert not training.is_loss(other_loss)  # no backward there, not a loss computation
+
+
+def test_gradient_flow_through_numpy_and_detach():
+    training = facts(
+        """
+        import numpy as np
+        import torch
+        for x, y in loader:
+            out = model(x)
+            a = torch.tensor(np.mean(out.detach().numpy()), requires_grad=True)
+            b = torch.mean((out - y) ** 2)
+            c = torch.from_numpy(np.stack(y.numpy()))
+            a.backward()
+        """
+    )
+    values = {n.value: v for n, v in training.model.bound_values.items()}
+    assert training.from_model(values["a"]) and not training.carries_grad(values["a"])
+    assert training.from_model(values["b"]) and training.carries_grad(values["b"])
+    assert not training.from_model(values["c"])
+
+
+def test_lightning_training_step_has_no_iteration():
+    training = facts(
+        """
+        import pytorch_lightning as pl
+        class Lit(pl.LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                loss = self(batch).mean()
+                self.manual_backward(loss)
+                opt.step()
+        """
+    )
+    assert training.iterations == [] and training.step_functions() == []
