@@ -2,8 +2,6 @@ import libcst as cst
 
 from torchlint.rule import Rule
 
-GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode")
-
 
 class BackwardWithoutGrad(Rule):
     """
@@ -47,18 +45,13 @@ class BackwardWithoutGrad(Rule):
         for ancestor in self.semantic.ancestors(node):
             if isinstance(ancestor, cst.With):
                 for item in ancestor.items:
-                    context = self._grad_off(item.item)
+                    context = self.semantic.grad_off_context(item.item)
                     if context:
                         self.report(node, self.message.format(context=context))
                         return
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 for decorator in getattr(ancestor, "decorators", ()):
-                    context = self._grad_off(decorator.decorator)
+                    context = self.semantic.grad_off_context(decorator.decorator)
                     if context:
                         self.report(node, self.message.format(context=context))
                 return
-
-    def _grad_off(self, expr: cst.BaseExpression) -> str | None:
-        target = expr.func if isinstance(expr, cst.Call) else expr
-        qname = self.semantic.qualified_name(target)
-        return qname.rsplit(".", 1)[-1] if qname in GRAD_OFF else None

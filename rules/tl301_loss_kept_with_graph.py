@@ -5,7 +5,6 @@ import libcst as cst
 from torchlint.rule import Applicability, Fix, Rule
 from torchlint.semantic.training import GRAPH_KEEPING, code, last_name
 
-GRAD_OFF = ("torch.no_grad", "torch.inference_mode")
 CONTAINER_METHODS = ("append", "extend", "insert", "add", "appendleft")
 # Running-average helpers whose update(value, n) keeps a sum of the values.
 METER = re.compile(r"meter|avg|average|loss|tracker", re.IGNORECASE)
@@ -131,8 +130,9 @@ class LossKeptWithGraph(Rule):
             decorators = ancestor.decorators if isinstance(ancestor, cst.FunctionDef) else ()
             for expr in [i.item for i in items] + [d.decorator for d in decorators]:
                 target = expr.func if isinstance(expr, cst.Call) else expr
-                qname = self.semantic.qualified_name(target)
-                if qname in GRAD_OFF or (qname == "torch.set_grad_enabled" and "False" in code(expr)):
+                if self.semantic.grad_off_context(expr) or (
+                    self.semantic.qualified_name(target) == "torch.set_grad_enabled" and "False" in code(expr)
+                ):
                     return True
         return False
 

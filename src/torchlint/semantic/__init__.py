@@ -81,6 +81,14 @@ def _module_class_kind(qname: str) -> Kind | None:
     return None
 
 
+# Contexts under which no autograd graph is recorded, by qualified name.
+GRAD_OFF = {
+    "torch.no_grad": "no_grad",
+    "torch.inference_mode": "inference_mode",
+    "torch.autograd.grad_mode.no_grad": "no_grad",
+    "torch.autograd.grad_mode.inference_mode": "inference_mode",
+}
+
 # Base classes whose subclasses are of a kind.
 _BASE_KINDS = {
     "torch.nn.Module": Kind.MODULE,
@@ -302,6 +310,12 @@ class SemanticModel:
                             if isinstance(alias.name, cst.Name) and alias.name.value == "torch":
                                 return alias.asname.name.value if alias.asname else "torch"
         return None
+
+    def grad_off_context(self, expr: cst.BaseExpression) -> str | None:
+        """``no_grad`` or ``inference_mode`` when ``expr`` (a ``with`` item or decorator,
+        called or not) is one of them, however imported; None otherwise."""
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        return GRAD_OFF.get(self.qualified_name(target) or "")
 
     def is_call_to(self, node: cst.CSTNode, *qnames: str) -> bool:
         return isinstance(node, cst.Call) and self.qualified_name(node.func) in qnames
