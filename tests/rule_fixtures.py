@@ -61,4 +61,4 @@ def expected_rows(source: str, code: str) -> list[int]:
 
 
 def lint(source: bytes, code: str, fix: bool = False):
-    return lint_module_source(source, select_rules([code], []), FixMode.UNSAFE if fix else FixMode.NONE)
+    return lint_module_source(source, select_rules([code], [], []), FixMode.UNSAFE if fix else FixMode.NONE)

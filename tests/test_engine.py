@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, find_suppressions, lint_module_source, render_edits, run_rules
 
-TL501 = select_rules(["TL501"], [])
+TL501 = select_rules(["TL501"], [], [])
 BAD = b"import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
 GOOD = b"import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'm.pt')\n"
 
@@ -113,7 +113,7 @@ def test_lint_path_never_imports_torch():
     code = (
         "import sys; from torchlint.cli import main\n"
         "from torchlint.engine import lint_module_source; from torchlint.config import select_rules\n"
-        f"lint_module_source({BAD!r}, select_rules(['TL'], []))\n"
+        f"lint_module_source({BAD!r}, select_rules(['TL'], [], []))\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "assert 'pygls' not in sys.modules\n"
     )

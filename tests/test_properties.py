@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source, parse
 
-ALL_RULES = select_rules(["ALL"], [])
+ALL_RULES = select_rules(["ALL"], [], [])
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 

@@ -173,7 +173,7 @@ def _read_sources(reports) -> dict[str, list[str]]:
 
 
 def _rule_doc(rule: type[Rule]) -> str:
-    return f"# {rule.name} ({rule.code})\n\n{rule.documentation()}\n"
+    return f"# {rule.name} ({rule.code})\n\n{rule.selection_note()}\n\n{rule.documentation()}\n"
 
 
 @main.command("rule")

@@ -32,7 +32,7 @@ class ConfigError(Exception):
 class Settings:
     root: Path
     config_file: Path | None = None
-    select: tuple[str, ...] = ("TL",)
+    select: tuple[str, ...] | None = None  # None: the default set (every rule that is not opt-in)
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -41,7 +41,7 @@ class Settings:
     _per_file: tuple[tuple[pathspec.PathSpec, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for selector in (*self.select, *self.extend_select, *self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
+        for selector in (*(self.select or ()), *self.extend_select, *self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
             validate_selector(selector, self.config_file)
         object.__setattr__(self, "_exclude_spec", pathspec.GitIgnoreSpec.from_lines(self.exclude))
         object.__setattr__(
@@ -52,7 +52,7 @@ class Settings:
 
     @property
     def enabled(self) -> tuple[type[Rule], ...]:
-        return select_rules(self.select + self.extend_select, self.ignore)
+        return select_rules(self.select, self.extend_select, self.ignore)
 
     def relative(self, path: Path) -> str | None:
         # abspath, not resolve: a symlink loop must not raise here (reading it reports TL000).
@@ -89,12 +89,20 @@ def validate_selector(selector: str, source: Path | None = None) -> None:
     raise ConfigError(f"unknown rule selector `{selector}`{where}")
 
 
-def select_rules(select: Iterable[str], ignore: Iterable[str]) -> tuple[type[Rule], ...]:
-    """Rules picked by ``select`` minus ``ignore``; the more specific selector wins (as in ruff)."""
-    select, ignore = list(select), list(ignore)
+def select_rules(
+    select: Iterable[str] | None, extend_select: Iterable[str], ignore: Iterable[str]
+) -> tuple[type[Rule], ...]:
+    """Rules picked by ``select`` and ``extend_select`` minus ``ignore``; the more specific
+    selector wins (as in ruff). With no ``select``, the default set is selected: every rule
+    that is not opt-in. An opt-in rule is selected only by a selector that names it (its
+    code, a prefix of it, or ``ALL``)."""
+    ignore = list(ignore)
+    selectors = list(extend_select) + (list(select) if select is not None else [])
     chosen = []
     for rule in all_rules():
-        best_select = max((len(s) for s in select if _matches(rule.code, s)), default=-1)
+        best_select = max((len(s) for s in selectors if _matches(rule.code, s)), default=-1)
+        if select is None and not rule.opt_in:
+            best_select = max(best_select, 0)
         best_ignore = max((len(s) for s in ignore if _matches(rule.code, s)), default=-1)
         if best_select >= 0 and best_select > best_ignore:
             chosen.append(rule)
@@ -148,7 +156,7 @@ def load_settings(config_file: Path | None) -> Settings:
     return Settings(
         root=config_file.parent,
         config_file=config_file,
-        select=_codes(table.get("select", ["TL"]), "select", config_file),
+        select=_codes(table["select"], "select", config_file) if "select" in table else None,
         extend_select=_codes(table.get("extend-select", []), "extend-select", config_file),
         ignore=_codes(table.get("ignore", []), "ignore", config_file),
         exclude=_codes(table.get("exclude", []), "exclude", config_file),

@@ -99,6 +99,9 @@ class Rule(cst.BatchableCSTVisitor):
     code: ClassVar[str]
     name: ClassVar[str]
     message: ClassVar[str]
+    # Opt-in rules are not selected by default: their precision on real code (the ecosystem
+    # triage) is below the bar for the default set. A selector that names them selects them.
+    opt_in: ClassVar[bool] = False
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, context: RuleContext) -> None:
@@ -130,6 +133,16 @@ class Rule(cst.BatchableCSTVisitor):
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def selection_note(cls) -> str:
+        if not cls.opt_in:
+            return "Selected by default."
+        return (
+            f"Opt-in: not selected by default; select it with `--select {cls.code}`, a prefix "
+            f"that names it (`--extend-select {cls.code[:3]}`) or `ALL`. Its precision on real "
+            "code is below the bar for the default set (see `ecosystem/README.md`)."
+        )
 
     @classmethod
     def url(cls) -> str:
