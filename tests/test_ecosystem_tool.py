@@ -1,11 +1,13 @@
 """tools/ecosystem.py: findings are matched to the triage and precision is computed from it."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("ecosystem", ROOT / "tools" / "ecosystem.py")
 ecosystem = importlib.util.module_from_spec(spec)
+sys.modules["ecosystem"] = ecosystem  # dataclasses look their module up there
 spec.loader.exec_module(ecosystem)
 
 HEADER = "repo\tcommit\tpath\tline\tcode\tverdict\treason\n"
