@@ -250,8 +250,9 @@ def _in_backward() -> bool:
     return torch._C._current_graph_task_id() != -1
 
 
-def _kept_markers(value: Any, markers: set[int], budget: list[int]) -> bool:
-    """Does `value` (a tensor, or a container of them) keep a graph holding one of `markers` alive?"""
+def _kept_markers(value: Any, markers: set[int], budget: list[int]) -> set[int]:
+    """Which of `markers` the graphs that `value` (a tensor, or a container of them) keeps alive hold."""
+    found: set[int] = set()
     if isinstance(value, torch.Tensor):
         pending = [value.grad_fn] if value.grad_fn is not None else []
         seen: set[int] = set()
@@ -262,15 +263,16 @@ def _kept_markers(value: Any, markers: set[int], budget: list[int]) -> bool:
                 continue
             seen.add(id(node))
             metadata = getattr(node, "metadata", None)
-            if metadata and any(id(m) in markers for m in metadata.values()):
-                return True
+            if metadata:
+                found |= {id(m) for m in metadata.values()} & markers
             pending.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
-        return False
-    if isinstance(value, (list, tuple)):
-        return any(_kept_markers(v, markers, budget) for v in value[-64:])
-    if isinstance(value, dict):
-        return any(_kept_markers(v, markers, budget) for v in list(value.values())[-64:])
-    return False
+    elif isinstance(value, (list, tuple)):
+        for item in value[-64:]:
+            found |= _kept_markers(item, markers, budget)
+    elif isinstance(value, dict):
+        for item in list(value.values())[-64:]:
+            found |= _kept_markers(item, markers, budget)
+    return found
 
 
 def _keeping_line(frame: FrameType, name: str) -> dict | None:
@@ -328,8 +330,9 @@ class Recorder:
         self.scaled: tuple[weakref.ref, torch.Tensor] | None = None
         # graphs kept alive (TL301)
         self.graphs: list[GraphRecord] = []
-        self.leaks = Sightings()
+        self.leaks = 0  # backward calls that found graphs piling up
         self.leak_site: dict | None = None
+        self.leak_site_pile = 0  # the pile's size when the site was looked for
         self.oldest_leak = 0
         self.most_leaked = 0
         # forward passes
@@ -428,7 +431,8 @@ class Recorder:
 
     def _before_step(self, optimizer: Optimizer, args, kwargs) -> None:
         record = self._optimizer(optimizer)
-        record.closure_step = (args[0] if args else kwargs.get("closure")) is not None
+        # The hooks get step()'s arguments with the optimizer first: (optimizer, closure?).
+        record.closure_step = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if record.steps == 0:
             self._watch(optimizer)  # an optimizer subclass that bypassed add_param_group
         elif not record.closure_step:
@@ -566,9 +570,12 @@ class Recorder:
         iterations = {graph.clock for graph in old}
         if len(iterations) < GRAPH_PILE:
             return
-        if self.leak_site is None:
-            self.leak_site = self._keeper([graph.marker() for graph in old]) or self.user.caller()
-        self.leaks.see(self.leak_site)
+        # The variable that keeps the pile is looked for again each time the pile doubled: early
+        # on, a loss kept on purpose may hold as many of the old graphs as the pile does.
+        if len(iterations) >= 2 * self.leak_site_pile:
+            self.leak_site = self._keeper([graph.marker() for graph in old]) or self.leak_site or self.user.caller()
+            self.leak_site_pile = len(iterations)
+        self.leaks += 1
         self.oldest_leak = max(self.oldest_leak, max(self._age(graph) for graph in old))
         self.most_leaked = max(self.most_leaked, len(iterations))
 
@@ -576,15 +583,18 @@ class Recorder:
         """The line that keeps the old graphs: a variable of a user frame on the stack (or of
         the script's module) holds them, and the line appends to it or accumulates into it."""
         ids = {id(marker) for marker in markers if marker is not None}
+        best: tuple[int, FrameType, str] | None = None  # the variable that keeps the most of them
         frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             if self.user.is_user_file(frame.f_code.co_filename):
                 budget = [20_000]
                 for name, value in list(frame.f_locals.items()):
-                    if not name.startswith("__") and _kept_markers(value, ids, budget):
-                        return _keeping_line(frame, name)
+                    if not name.startswith("__"):
+                        kept = len(_kept_markers(value, ids, budget))
+                        if kept and (best is None or kept >= best[0]):
+                            best = (kept, frame, name)
             frame = frame.f_back
-        return None
+        return _keeping_line(best[1], best[2]) if best else None
 
     # -- forward passes (TL401, TL402, TL107) -------------------------------------------------
 
@@ -914,7 +924,7 @@ class Recorder:
             },
             "graphs": {
                 "clock": self.clock,
-                "leaks": self.leaks.to_json(),
+                "leaks": {"count": self.leaks, "sites": [{"location": self.leak_site, "count": self.leaks}] if self.leaks else []},
                 "oldest": self.oldest_leak,
                 "most_alive": self.most_leaked,
             },
