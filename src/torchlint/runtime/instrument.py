@@ -37,6 +37,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -309,6 +310,9 @@ class Recorder:
         self.user = user
         self.publish = publish
         self.published = time.monotonic()
+        self.publish_lock = threading.Lock()
+        self.stop_publishing = threading.Event()
+        self.publisher: threading.Thread | None = None
         self.limit_batches = limit_batches
         self.cuda_hidden = cuda_hidden
         self.handles: list = []
@@ -360,6 +364,9 @@ class Recorder:
     # -- installation -------------------------------------------------------------------------
 
     def install(self) -> None:
+        if self.publish is not None:
+            self.publisher = threading.Thread(target=self._publish_regularly, name="torchlint-publisher", daemon=True)
+            self.publisher.start()
         self.handles += [
             register_optimizer_step_pre_hook(self._before_step),
             register_optimizer_step_post_hook(self._after_step),
@@ -892,13 +899,27 @@ class Recorder:
         """Hand the facts so far to the parent: at once, or when the last time was a while ago."""
         if self.publish is None or not (now or time.monotonic() - self.published >= PUBLISH_INTERVAL_S):
             return
-        self.publish(self.facts())
-        self.published = time.monotonic()
+        with self.publish_lock:
+            try:
+                facts = self.facts()
+            except RuntimeError:  # the script's thread changed a fact while it was read: next time
+                return
+            self.publish(facts)
+            self.published = time.monotonic()
+
+    def _publish_regularly(self) -> None:
+        """A thread that publishes the facts every PUBLISH_INTERVAL_S, so that a script that
+        dies between two steps, saves or plateau steps loses at most that much evidence."""
+        while not self.stop_publishing.wait(PUBLISH_INTERVAL_S):
+            self._publish()
 
     # -- the end ------------------------------------------------------------------------------
 
     def finish(self) -> None:
         """Let the script's graphs die, classify the passes still open, and remove the hooks."""
+        self.stop_publishing.set()
+        if self.publisher is not None:
+            self.publisher.join()
         gc.collect()
         for info in list(self.open_passes.values()):
             self._close_graph_pass(info)
