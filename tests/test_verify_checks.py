@@ -16,6 +16,7 @@ from torchlint.runtime.checks import (
     blank_facts,
     evaluate,
     loss_trend,
+    notes,
 )
 
 HERE = {"file": "train.py", "line": 12, "code": "optimizer.step()"}
@@ -163,8 +164,8 @@ def test_tl501():
     assert verdict("TL501", facts(saves=[{"location": HERE, "kind": "module", "modules": ["Net"]}])).status == FAIL
     broken = {**ok, "roundtrip": "load_state_dict(strict=True) failed: RuntimeError: Missing key(s)"}
     assert verdict("TL501", facts(saves=[broken])).status == FAIL
-    other = {"location": HERE, "kind": "other", "roundtrip": "torch.load(weights_only=True) failed: ..."}
-    assert verdict("TL501", facts(saves=[other])).status == WARN
+    extras = {**ok, "extras": "torch.load(weights_only=True) cannot load it: UnpicklingError: numpy"}
+    assert verdict("TL501", facts(saves=[extras])).status == WARN
 
 
 def test_tl601():
@@ -205,3 +206,21 @@ def test_reference_checks_follow_the_core_checks():
     reference = {"overfit": {"status": PASS, "message": "fit", "evidence": {}}}
     names = [check.check for check in evaluate(facts(reference=reference), disabled=set())]
     assert names == [*CHECKS, "overfit"]
+
+
+def test_a_run_that_died_proves_no_pass_but_keeps_its_failures():
+    data = facts(optimizers=[optimizer([1.0, 0.5, 0.2, 0.1], checked=3, stale=1)], partial=True)
+    data["outcome"] = {"status": "crash", "exit_code": -11, "signal": "SIGSEGV"}
+    found = {check.check: check for check in evaluate(data, disabled=set())}
+    assert found["runs"].status == FAIL and "SIGSEGV" in found["runs"].message
+    assert found["TL101"].status == FAIL
+    assert found["learns"].status == NOT_EXERCISED and "the run died" in found["learns"].message
+    assert PASS not in {check.status for check in found.values()}
+    assert any("died" in note for note in notes(data))
+
+
+def test_tl201_is_not_exercised_when_the_script_never_got_going():
+    stopped = facts(outcome={"status": "exit", "exit_code": 3})
+    assert verdict("TL201", stopped).status == NOT_EXERCISED
+    assert verdict("TL201", facts(outcome={"status": "exit", "exit_code": 3}, cuda_requests=sighted(1))).status == FAIL
+    assert notes(stopped) == ["no optimizer step ran: nothing was trained, so the training checks say nothing"]

@@ -190,3 +190,116 @@ def test_cuda_requests_stay_on_the_cpu_when_cuda_is_hidden():
     requests = recorder.facts()["cuda_requests"]
     assert requests["count"] == 3  # the weight, the bias, the tensor
     assert [s["location"]["line"] for s in requests["sites"]] == sorted(s["location"]["line"] for s in requests["sites"])
+
+
+@pytest.mark.parametrize(("clears", "stale"), [(True, 0), (False, 3)])
+def test_closure_steps_are_judged_after_the_closure(clears, stale):
+    with recording() as recorder:
+        model, _, x, y = tiny()
+        optimizer = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+
+        def closure():
+            if clears:
+                optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        returned = [optimizer.step(closure).item() for _ in range(4)]
+    record = recorder.facts()["optimizers"][-1]
+    assert (record["checked_steps"], record["stale"]["count"]) == (3, stale)
+    if clears:  # the step's loss is the closure's first evaluation, as step() returns it
+        assert record["losses"] == pytest.approx(returned)
+
+
+def test_outputs_are_walked_like_pytree_and_dataclasses():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Output:
+        logits: torch.Tensor
+        extra: dict
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return Output(self.drop(self.fc(x)), {"aux": [x]})
+
+    with recording() as recorder:
+        model = Net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(8, 4)).logits.sum().backward()
+            optimizer.step()
+    passes = recorder.facts()["passes"]
+    assert (passes["training"], passes["inference"]) == (3, 0)
+
+
+def test_recomputation_in_backward_and_library_passes_are_not_inference():
+    from torch.optim.swa_utils import update_bn
+    from torch.utils.checkpoint import checkpoint
+
+    with recording() as recorder:
+        block = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+        head = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+        optimizer = torch.optim.SGD([*block.parameters(), *head.parameters()], lr=0.1)
+        for _ in range(3):
+            optimizer.zero_grad()
+            head(checkpoint(block, torch.randn(8, 4), use_reentrant=False)).sum().backward()
+            optimizer.step()
+        update_bn([torch.randn(8, 4)], head)  # runs batch norm in train mode under no_grad, on purpose
+    passes = recorder.facts()["passes"]
+    assert passes["inference"] == 0 and passes["inference_in_train_mode"]["count"] == 0
+
+
+def test_a_guarded_library_probe_of_cuda_is_not_the_users_request(tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "probe.py").write_text(
+        "import torch\n\ndef probe():\n    try:\n        torch.cuda.current_device()\n    except Exception:\n        return None\n"
+    )
+    sys_path = str(library)
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import probe
+
+        with recording() as recorder:
+            probe.probe()
+            assert recorder.facts()["cuda_requests"]["count"] == 0
+            with pytest.raises(Exception):  # noqa: B017, PT011 - whatever CUDA initialisation raises
+                torch.cuda.current_device()
+        assert recorder.facts()["cuda_requests"]["count"] == 1
+    finally:
+        sys.path.remove(sys_path)
+        sys.modules.pop("probe", None)
+
+
+def test_a_kept_loss_does_not_pile_up_but_a_list_of_outputs_does():
+    with recording() as recorder:
+        model, optimizer, x, y = tiny()
+        first_phase_loss = nn.functional.mse_loss(model(x), y)
+        first_phase_loss.backward()
+        optimizer.step()
+        for _ in range(8):
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        assert recorder.facts()["graphs"]["leaks"]["count"] == 0
+        outputs = []
+        for _ in range(8):
+            optimizer.zero_grad()
+            output = model(x)
+            nn.functional.mse_loss(output, y).backward()
+            optimizer.step()
+            outputs.append(output)
+    leaks = recorder.facts()["graphs"]["leaks"]
+    assert leaks["count"] > 0
+    assert leaks["sites"][0]["location"]["code"] == "outputs.append(output)"

@@ -4,6 +4,9 @@
 the script as `__main__` with `sys.argv = [SCRIPT, *ARGS]` (or the reference trainer), and
 writes what it saw to the JSON file RESULT. CONFIG is a JSON object: `script` or `reference`,
 `device`, `limit_batches`. Exit status 2 means the run could not be set up (`setup_error`).
+
+The facts are written as the run goes (each time replacing the file atomically), and a last
+time with the run's `outcome`: a file without an outcome is the evidence of a run that died.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ def _on_terminate(signum, frame) -> None:
 def main(argv: list[str]) -> int:
     result_path, config, script_args = Path(argv[0]), json.loads(argv[1]), argv[2:]
     signal.signal(signal.SIGTERM, _on_terminate)
-    import torch
+    try:
+        import torch
+    except ImportError as error:
+        if error.name != "torch":
+            raise
+        _write(result_path, {"setup_error": "PyTorch is not installed; install the verify extra: pip install 'torchlint[verify]'"})
+        return 2
 
     from torchlint.runtime.instrument import Recorder
     from torchlint.runtime.locations import UserCode
@@ -43,13 +52,15 @@ def main(argv: list[str]) -> int:
     script = config.get("script")
     roots = [Path(script).resolve().parent] if script else [Path.cwd()]
     user = UserCode(roots)
-    recorder = Recorder(user, limit_batches=config.get("limit_batches"), cuda_hidden=not cuda_available)
+    publish = lambda facts: _write(result_path, {"device": device, "reference": None, **facts})  # noqa: E731
+    recorder = Recorder(user, limit_batches=config.get("limit_batches"), cuda_hidden=not cuda_available, publish=publish)
     reference = None
     started = time.perf_counter()
+    publish(recorder.facts())
     recorder.install()
     try:
         if script:
-            outcome = _run_script(script, script_args, user)
+            outcome = _run_script(script, script_args, user, recorder)
         else:
             from torchlint.runtime.reference import FactoryError, run_reference
 
@@ -66,7 +77,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _run_script(script: str, args: list[str], user) -> dict:
+def _run_script(script: str, args: list[str], user, recorder) -> dict:
     sys.argv = [script, *args]
     sys.path[0] = str(Path(script).resolve().parent)  # as `python SCRIPT` would have it
     try:
@@ -80,6 +91,7 @@ def _run_script(script: str, args: list[str], user) -> dict:
     except VerifierTimeout as timeout:
         return {"status": "timeout", "location": _forget(timeout, user)}
     except BaseException as error:  # noqa: BLE001 - whatever the script raises is the finding
+        recorder.library_cuda_request_reached_user(error)
         _print_user_traceback(error, script)
         message = f"{type(error).__name__}: {error}".splitlines()[0][:500]
         return {"status": "error", "message": message, "location": _forget(error, user)}

@@ -42,10 +42,14 @@ def disabled_checks() -> set[str]:
 
 
 def evaluate(facts: dict, disabled: set[str] | None = None) -> list[CheckResult]:
+    """The verdicts. The facts of a run that died stop where it died: what they show is
+    evidence, but a PASS on them could be wrong, so it is NOT_EXERCISED instead."""
     disabled = disabled_checks() if disabled is None else disabled
     results = []
     for name, check in CHECKS.items():
         result = check(facts)
+        if facts.get("partial") and result.status == PASS:
+            result = CheckResult(name, NOT_EXERCISED, f"not proven, the run died; until then: {result.message}", result.locations, result.evidence)
         if name in disabled:
             result = CheckResult(name, NOT_EXERCISED, f"switched off by {DISABLE_ENV} (for testing the checker)")
         results.append(result)
@@ -53,6 +57,16 @@ def evaluate(facts: dict, disabled: set[str] | None = None) -> list[CheckResult]
         status = NOT_EXERCISED if name in disabled else verdict["status"]
         results.append(CheckResult(name, status, verdict["message"], [], verdict.get("evidence", {})))
     return results
+
+
+def notes(facts: dict) -> list[str]:
+    """What a reader of the report must know about the run as a whole."""
+    found = []
+    if facts.get("partial"):
+        found.append("the run died before it could report: the evidence stops there and proves no PASS")
+    if not any(o["steps"] for o in facts.get("optimizers", [])):
+        found.append("no optimizer step ran: nothing was trained, so the training checks say nothing")
+    return found
 
 
 def blank_facts(device: dict) -> dict:
@@ -106,6 +120,9 @@ def check_runs(facts: dict) -> CheckResult:
         return CheckResult("runs", FAIL, f"did not finish within the timeout ({outcome.get('timeout_s', '?')} s)", where)
     if status == "exit":
         return CheckResult("runs", FAIL, f"exited with status {outcome['exit_code']}", where)
+    if status == "crash":
+        how = f"was killed by {outcome['signal']}" if outcome.get("signal") else f"ended with status {outcome['exit_code']}"
+        return CheckResult("runs", FAIL, f"the process {how} without finishing (a crash or os._exit): the report is partial", where)
     return CheckResult("runs", FAIL, f"raised {outcome['message']}", where)
 
 
@@ -227,6 +244,14 @@ def check_tl103(facts: dict) -> CheckResult:
 # -- TL201 ----------------------------------------------------------------------------------
 
 
+def _got_going(facts: dict) -> bool:
+    """Did the run do any PyTorch work (a forward pass, a backward, an optimizer), or finish?"""
+    passes = facts["passes"]
+    return bool(
+        facts["outcome"]["status"] == "ok" or passes["training"] or passes["inference"] or facts["backward"]["calls"] or facts.get("optimizers")
+    )
+
+
 def check_tl201(facts: dict) -> CheckResult:
     if not facts["device"]["cuda_hidden"]:
         return CheckResult("TL201", NOT_EXERCISED, "CUDA is visible: run with --device cpu to prove device independence")
@@ -240,6 +265,8 @@ def check_tl201(facts: dict) -> CheckResult:
             _sites(requests),
             {"requests": requests["count"]},
         )
+    if not _got_going(facts):
+        return CheckResult("TL201", NOT_EXERCISED, "the script stopped before it ran any PyTorch model or optimizer")
     return CheckResult("TL201", PASS, "ran with CUDA hidden and never asked for it")
 
 
@@ -254,8 +281,8 @@ def check_tl301(facts: dict) -> CheckResult:
         return CheckResult(
             "TL301",
             FAIL,
-            f"up to {graphs['most_alive']} autograd graphs of past iterations stayed alive (the oldest "
-            f"{graphs['oldest']} steps old): a loss tensor is kept with its graph",
+            f"autograd graphs of up to {graphs['most_alive']} past steps piled up (the oldest "
+            f"{graphs['oldest']} steps old): a loss or a model output is kept with its graph",
             _sites(graphs["leaks"]),
             {"most_alive": graphs["most_alive"], "oldest_steps": graphs["oldest"]},
         )
@@ -331,10 +358,15 @@ def check_tl501(facts: dict) -> CheckResult:
         )
     broken = [s for s in saves if s["kind"] == "state_dict" and s["roundtrip"] != "ok"]
     if broken:
-        return CheckResult("TL501", FAIL, f"a saved state dict does not load back: {broken[0]['roundtrip']}", _distinct(s["location"] for s in broken))
-    unloadable = [s for s in saves if s["roundtrip"] != "ok"]
-    if unloadable:
-        return CheckResult("TL501", WARN, f"a saved object does not load back: {unloadable[0]['roundtrip']}", _distinct(s["location"] for s in unloadable))
+        return CheckResult("TL501", FAIL, f"a saved state dict does not load back (weights_only=True, strict=True): {broken[0]['roundtrip']}", _distinct(s["location"] for s in broken))
+    extras = [s for s in saves if s.get("extras")]
+    if extras:
+        return CheckResult(
+            "TL501",
+            WARN,
+            f"the saved state dicts load back, but the saved object as a whole does not: {extras[0]['extras']}",
+            _distinct(s["location"] for s in extras),
+        )
     state_dicts = sum(1 for s in saves if s["kind"] == "state_dict")
     return CheckResult(
         "TL501", PASS, f"torch.save calls: {len(saves)}, state dicts among them that load back (weights_only=True, strict=True): {state_dicts}"

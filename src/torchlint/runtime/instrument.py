@@ -9,22 +9,40 @@ facts into verdicts in the parent. Mechanisms, all public torch APIs:
 - losses: `torch.autograd.backward` is wrapped (`Tensor.backward` calls it);
 - forward passes: global module forward hooks with a depth counter for the outermost call; a
   pass is "training" once a backward reaches its output (a pre-hook on the output's
-  `grad_fn`), "inference" when its graph dies without one, or when it builds no graph;
-- graphs kept alive: a weak-referenceable marker in `loss.grad_fn.metadata` lives exactly as
-  long as the graph (tracemalloc cannot see tensor memory);
+  `grad_fn`), "inference" when its graph dies without one, or when it builds no graph. Outputs
+  are walked as `torch.utils._pytree` walks them (plus dataclasses). Forward passes that run
+  inside a backward (checkpoint recomputation) are not passes of their own, and passes that
+  library code makes (`swa_utils.update_bn`) are not the user's inference;
+- graphs kept alive: a weak-referenceable marker in the `grad_fn.metadata` of each loss and
+  each training pass's output lives exactly as long as the graph (tracemalloc cannot see
+  tensor memory); graphs of past steps piling up, in steps of the optimizer they trained, is
+  a leak, and the user's variable that holds them names the line that keeps them;
 - `ReduceLROnPlateau.step`, `torch.save`, `Module.state_dict`, `DataLoader.__iter__` are wrapped.
+
+Facts are published to the parent as the run goes (`publish`), so that a crash still leaves
+the evidence gathered until then.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import functools
 import gc
+import inspect
 import io
+import linecache
 import math
+import os
+import re
+import sys
+import threading
+import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
@@ -35,17 +53,26 @@ from torch.nn.modules.loss import _Loss
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils import _pytree as pytree
 from torch.utils.data import DataLoader
 
-from torchlint.runtime.locations import UserCode
+from torchlint.runtime.locations import UserCode, location
 
-# A loss graph still alive this many optimizer steps after its backward is a leak (TL301).
-# One step is normal: `prev = loss` for logging, or the generator loss of a GAN iteration.
+# A graph still alive this many steps (of the optimizers its backward reached) after that
+# backward is old. One step is normal: `prev = loss` for logging, the generator loss of a GAN.
 GRAPH_AGE_LIMIT = 2
+# Old graphs from this many different steps alive at once are piling up: a leak (TL301). A
+# fixed number of kept losses (one per training phase, the last loss of a loop) never grows.
+GRAPH_PILE = 4
+# Seconds between two publications of the facts to the parent while the script runs.
+PUBLISH_INTERVAL_S = 1.0
 # Tracking stops adding graph markers past this many alive ones: the leak is proven by then.
 MAX_TRACKED_GRAPHS = 256
 MAX_SERIES = 100_000
 MISSING = object()
+_MODULE_CALL_FILE = str(Path("torch", "nn", "modules", "module.py"))
+_OWN_DIR = str(Path(__file__).resolve().parent.parent)
+_CUDA_API_DIR = os.path.join("torch", "cuda", "")
 
 
 class Sightings:
@@ -97,6 +124,7 @@ class OptimizerRecord:
         self.losses: list[float] = []
         self.coupled: set[int] = set()
         self.lr: list[list[float]] = []  # [step, lr] whenever the learning rate changed
+        self.closure_step = False  # the step in progress runs a closure
 
     def to_json(self) -> dict:
         return {
@@ -114,9 +142,22 @@ class OptimizerRecord:
 class PassInfo:
     """One outermost module call."""
 
-    __slots__ = ("module", "module_id", "training", "grad", "train_layers", "eval_layers", "location", "backward", "backwards_before")
+    __slots__ = (
+        "module",
+        "module_id",
+        "training",
+        "grad",
+        "train_layers",
+        "eval_layers",
+        "location",
+        "backward",
+        "backwards_before",
+        "samples",
+        "by_library",
+        "marker",
+    )
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, samples: int | None, by_library: bool) -> None:
         self.module = type(module).__name__
         self.module_id = id(module)
         self.training = module.training
@@ -126,6 +167,20 @@ class PassInfo:
         self.location: dict | None = None
         self.backward = False  # a backward reached its output
         self.backwards_before = 0  # backward() calls made before it
+        self.samples = samples  # the batch size: the first dimension of its first input tensor
+        self.by_library = by_library  # library code, not the user's, called the module
+        self.marker: weakref.ref | None = None  # the marker in its output's graph
+
+
+class GraphRecord:
+    """A graph a backward ran through (a loss's, a training pass's output), while it lives."""
+
+    __slots__ = ("marker", "born", "clock")
+
+    def __init__(self, marker: weakref.ref, born: dict[int, int], clock: int) -> None:
+        self.marker = marker
+        self.born = born  # optimizer index -> its steps when the backward ran
+        self.clock = clock
 
 
 class _GraphMarker:
@@ -153,27 +208,111 @@ def _is_cuda(device: Any) -> bool:
     return isinstance(device, int) and not isinstance(device, bool)
 
 
-def _graph_nodes(output: Any, limit: int = 8) -> list:
-    """The distinct `grad_fn`s of the tensors in a module's output (tensor, sequence or mapping)."""
-    nodes: list = []
-    pending = [output]
-    while pending and len(nodes) < limit:
+def _tensors(value: Any, limit: int = 8):
+    """The tensors in a module's inputs or outputs, walked as PyTorch's pytree walks them
+    (sequences, mappings, named tuples, registered types such as Hugging Face outputs) and
+    into dataclasses; at most `limit` children of each container."""
+    pending = [value]
+    visited = 0
+    while pending and visited < 64:
         item = pending.pop()
+        visited += 1
         if isinstance(item, torch.Tensor):
-            if item.grad_fn is not None and all(item.grad_fn is not n for n in nodes):
-                nodes.append(item.grad_fn)
+            yield item
         elif isinstance(item, (list, tuple)):
-            pending.extend(item[:limit])
+            pending.extend(reversed(item[:limit]))
         elif isinstance(item, Mapping):
-            pending.extend(list(item.values())[:limit])
+            pending.extend(reversed(list(item.values())[:limit]))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            pending.extend(reversed([getattr(item, f.name, None) for f in dataclasses.fields(item)][:limit]))
+        elif type(item) in pytree.SUPPORTED_NODES:
+            children, _ = pytree.SUPPORTED_NODES[type(item)].flatten_fn(item)
+            pending.extend(reversed(list(children)[:limit]))
+
+
+def _graph_nodes(output: Any, limit: int = 8) -> list:
+    """The distinct `grad_fn`s of the tensors in a module's output."""
+    nodes: list = []
+    for tensor in _tensors(output):
+        if tensor.grad_fn is not None and all(tensor.grad_fn is not n for n in nodes):
+            nodes.append(tensor.grad_fn)
+            if len(nodes) >= limit:
+                break
     return nodes
+
+
+def _batch_size(args: Any) -> int | None:
+    tensor = next(_tensors(args), None)
+    return int(tensor.shape[0]) if tensor is not None and tensor.dim() else None
+
+
+def _in_backward() -> bool:
+    """Is the autograd engine running on this thread (a forward in it is a recomputation)?"""
+    return torch._C._current_graph_task_id() != -1
+
+
+def _kept_markers(value: Any, markers: set[int], budget: list[int]) -> set[int]:
+    """Which of `markers` the graphs that `value` (a tensor, or a container of them) keeps alive hold."""
+    found: set[int] = set()
+    if isinstance(value, torch.Tensor):
+        pending = [value.grad_fn] if value.grad_fn is not None else []
+        seen: set[int] = set()
+        while pending and budget[0] > 0:
+            node = pending.pop()
+            budget[0] -= 1
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            metadata = getattr(node, "metadata", None)
+            if metadata:
+                found |= {id(m) for m in metadata.values()} & markers
+            pending.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
+    elif isinstance(value, (list, tuple)):
+        for item in value[-64:]:
+            found |= _kept_markers(item, markers, budget)
+    elif isinstance(value, dict):
+        for item in list(value.values())[-64:]:
+            found |= _kept_markers(item, markers, budget)
+    return found
+
+
+def _keeping_line(frame: FrameType, name: str) -> dict | None:
+    """The line of the frame's code that keeps what the variable `name` holds: where it is
+    appended to or accumulated into, else where it is assigned."""
+    if frame.f_code.co_name == "<module>":
+        lines, first = linecache.getlines(frame.f_code.co_filename), 1
+    else:
+        try:
+            lines, first = inspect.getsourcelines(frame.f_code)
+        except (OSError, TypeError):
+            return None
+    word = re.escape(name)
+    patterns = (
+        rf"\b{word}\s*\.\s*(append|extend|insert|add|update)\s*\(",
+        rf"\b{word}\s*(\[[^\]]*\])?\s*[-+*/]=",
+        rf"\b{word}\s*\[[^\]]*\]\s*=[^=]",
+        rf"^\s*{word}\s*=[^=].*\b{word}\b",
+        rf"^\s*{word}\s*(:[^=]*)?=[^=]",
+    )
+    for pattern in patterns:
+        for offset, text in enumerate(lines):
+            if re.search(pattern, text.split("#")[0]):
+                return location(frame.f_code.co_filename, first + offset)
+    return None
 
 
 class Recorder:
     """Installs the hooks and holds what they saw."""
 
-    def __init__(self, user: UserCode, *, limit_batches: int | None, cuda_hidden: bool) -> None:
+    def __init__(
+        self, user: UserCode, *, limit_batches: int | None, cuda_hidden: bool, publish: Callable[[dict], None] | None = None
+    ) -> None:
         self.user = user
+        self.publish = publish
+        self.published = time.monotonic()
+        self.publish_lock = threading.Lock()
+        self.stop_publishing = threading.Event()
+        self.publisher: threading.Thread | None = None
         self.limit_batches = limit_batches
         self.cuda_hidden = cuda_hidden
         self.handles: list = []
@@ -189,12 +328,15 @@ class Recorder:
         self.reached: set[int] = set()
         self.pending_losses: list[float] = []
         self.pending_reached: set[int] = set()
+        self.trained_passes: list[PassInfo] = []  # passes the backward in progress runs through
         self.no_path = Sightings()
         self.nonfinite = Sightings()
         self.scaled: tuple[weakref.ref, torch.Tensor] | None = None
         # graphs kept alive (TL301)
-        self.graphs: list[tuple[weakref.ref, int, dict | None]] = []
-        self.leaks = Sightings()
+        self.graphs: list[GraphRecord] = []
+        self.leaks = 0  # backward calls that found graphs piling up
+        self.leak_site: dict | None = None
+        self.leak_site_pile = 0  # the pile's size when the site was looked for
         self.oldest_leak = 0
         self.most_leaked = 0
         # forward passes
@@ -208,9 +350,10 @@ class Recorder:
         self.inference_in_train_mode = Sightings()
         self.inference_with_grad = Sightings()
         self.training_in_eval_mode = Sightings()
-        # ReduceLROnPlateau (TL103)
-        self.losses_since_plateau: list[float] = []
-        self.validation_since_plateau = 0
+        # ReduceLROnPlateau (TL103): what happened since its last step
+        self.losses_since_plateau: list[tuple[float, int | None]] = []  # (loss value, samples)
+        self.passes_since_plateau: dict[int, tuple[weakref.ref, list[PassInfo]]] = {}
+        self.loaders_since_plateau: set[tuple[int, int | None]] = set()  # (len(loader), len(dataset))
         self.plateau_calls: list[dict] = []
         # devices (TL201), saving (TL501), data
         self.cuda_requests = Sightings()
@@ -221,6 +364,9 @@ class Recorder:
     # -- installation -------------------------------------------------------------------------
 
     def install(self) -> None:
+        if self.publish is not None:
+            self.publisher = threading.Thread(target=self._publish_regularly, name="torchlint-publisher", daemon=True)
+            self.publisher.start()
         self.handles += [
             register_optimizer_step_pre_hook(self._before_step),
             register_optimizer_step_post_hook(self._after_step),
@@ -292,28 +438,51 @@ class Recorder:
 
     def _before_step(self, optimizer: Optimizer, args, kwargs) -> None:
         record = self._optimizer(optimizer)
+        # The hooks get step()'s arguments with the optimizer first: (optimizer, closure?).
+        record.closure_step = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if record.steps == 0:
             self._watch(optimizer)  # an optimizer subclass that bypassed add_param_group
-            return
+        elif not record.closure_step:
+            self._check_stale(optimizer, record)
+        # A closure computes the step's loss itself: its backward calls are this step's.
+        if record.closure_step:
+            self.pending_losses, self.pending_reached = [], set()
+
+    def _check_stale(self, optimizer: Optimizer, record: OptimizerRecord) -> None:
+        """Is a gradient from before the previous step still in `.grad`? For a step with a
+        closure, this runs after the closure: a closure that cleared the gradients before its
+        backward left them CLEAR, one that did not left them DIRTY."""
         record.checked_steps += 1
         stale = sum(
             1
             for param, state in self._params(optimizer)
             if state.phase is Phase.DIRTY
-            or (state.phase is Phase.STEPPED and param.grad is not None and bool(param.grad.any()))
+            or (
+                not record.closure_step
+                and state.phase is Phase.STEPPED
+                and param.grad is not None
+                and bool(param.grad.any())
+            )
         )
         if stale:
             record.stale.see(self.user.caller(), step=record.steps + 1, params=stale)
 
     def _after_step(self, optimizer: Optimizer, args, kwargs) -> None:
         record = self._optimizer(optimizer)
+        if record.closure_step and record.steps:
+            self._check_stale(optimizer, record)
         record.steps += 1
         self.clock = max(self.clock, record.steps)
         for param, state in self._params(optimizer):
             state.phase = Phase.CLEAR if param.grad is None else Phase.STEPPED
         if self.pending_losses:
             if len(record.losses) < MAX_SERIES:
-                record.losses.append(math.fsum(self.pending_losses))
+                # A closure may run many times in one step (LBFGS): the step's loss is the
+                # first evaluation, the one `step(closure)` returns. Without a closure the
+                # step's loss is the sum of the backward calls since the last step
+                # (gradient accumulation over micro-batches).
+                value = self.pending_losses[0] if record.closure_step else math.fsum(self.pending_losses)
+                record.losses.append(value)
             record.coupled |= self.pending_reached - {record.index}
             self.pending_losses, self.pending_reached = [], set()
         lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
@@ -321,6 +490,7 @@ class Recorder:
             lr = float(lr)
             if not record.lr or record.lr[-1][1] != lr:
                 record.lr.append([record.steps, lr])
+        self._publish(now=record.steps == 1)
 
     # -- backward (learns, TL301, TL601) ------------------------------------------------------
 
@@ -333,9 +503,10 @@ class Recorder:
                 loss = tensors[0]
             where = self.user.caller()
             value = self._loss_value(loss)
-            if loss is not None:
-                self._track_graph(loss, where)
+            self._look_for_pile()
+            marker = self._mark(loss.grad_fn) if loss is not None and loss.grad_fn is not None else None
             self.reached = set()
+            self.trained_passes = []
             self.unresolved.clear()  # graphs that died just before this backward were cut off from it
             self.backward_depth += 1
             try:
@@ -347,12 +518,16 @@ class Recorder:
                 self.judged_backwards += 1
                 if not self.reached:
                     self.no_path.see(where)
+            self._track_graphs([marker, *(info.marker for info in self.trained_passes)])
             if value is not None:
                 self.pending_losses.append(value)
-                self.losses_since_plateau.append(value)
+                samples = next((info.samples for info in self.trained_passes if info.samples), None)
+                if len(self.losses_since_plateau) < MAX_SERIES:
+                    self.losses_since_plateau.append((value, samples))
                 if not math.isfinite(value):
                     self.nonfinite.see(where, value=str(value))
             self.pending_reached |= self.reached
+            self.trained_passes = []
             return result
 
         return backward
@@ -373,31 +548,73 @@ class Recorder:
 
         return scale
 
-    def _track_graph(self, loss: torch.Tensor, where: dict | None) -> None:
-        self.graphs = [(ref, clock, site) for ref, clock, site in self.graphs if ref() is not None]
-        leaked = [(self.clock - clock, site) for _, clock, site in self.graphs if self.clock - clock >= GRAPH_AGE_LIMIT]
-        if leaked:
-            self.leaks.see(leaked[0][1])
-            self.oldest_leak = max(self.oldest_leak, leaked[0][0])
-            self.most_leaked = max(self.most_leaked, len(leaked))
-        node = loss.grad_fn
-        if node is None or len(self.graphs) >= MAX_TRACKED_GRAPHS:
-            return
+    # -- graphs kept alive (TL301) ------------------------------------------------------------
+
+    def _mark(self, node) -> weakref.ref | None:
         marker = _GraphMarker()
         try:
             node.metadata["torchlint.graph"] = marker
         except (AttributeError, RuntimeError, TypeError):  # a node type without metadata
+            return None
+        return weakref.ref(marker)
+
+    def _track_graphs(self, markers: list[weakref.ref | None]) -> None:
+        """Record the graphs this backward ran through, with the steps of the optimizers it reached."""
+        indices = self.reached or set(range(len(self.optimizers)))
+        steps = {record.index: record.steps for record in self.optimizers.values() if record.index in indices}
+        for marker in markers:
+            if marker is not None and marker() is not None and len(self.graphs) < MAX_TRACKED_GRAPHS:
+                self.graphs.append(GraphRecord(marker, steps, self.clock))
+
+    def _age(self, graph: GraphRecord) -> int:
+        """Steps taken since the graph's backward by the optimizers it trained (the fewest)."""
+        steps = {record.index: record.steps for record in self.optimizers.values()}
+        return min((steps[index] - born for index, born in graph.born.items()), default=0)
+
+    def _look_for_pile(self) -> None:
+        self.graphs = [graph for graph in self.graphs if graph.marker() is not None]
+        old = [graph for graph in self.graphs if self._age(graph) >= GRAPH_AGE_LIMIT]
+        iterations = {graph.clock for graph in old}
+        if len(iterations) < GRAPH_PILE:
             return
-        self.graphs.append((weakref.ref(marker), self.clock, where))
+        # The variable that keeps the pile is looked for again each time the pile doubled: early
+        # on, a loss kept on purpose may hold as many of the old graphs as the pile does.
+        if len(iterations) >= 2 * self.leak_site_pile:
+            self.leak_site = self._keeper([graph.marker() for graph in old]) or self.leak_site or self.user.caller()
+            self.leak_site_pile = len(iterations)
+        self.leaks += 1
+        self.oldest_leak = max(self.oldest_leak, max(self._age(graph) for graph in old))
+        self.most_leaked = max(self.most_leaked, len(iterations))
+
+    def _keeper(self, markers: list) -> dict | None:
+        """The line that keeps the old graphs: a variable of a user frame on the stack (or of
+        the script's module) holds them, and the line appends to it or accumulates into it."""
+        ids = {id(marker) for marker in markers if marker is not None}
+        best: tuple[int, FrameType, str] | None = None  # the variable that keeps the most of them
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if self.user.is_user_file(frame.f_code.co_filename):
+                budget = [20_000]
+                for name, value in list(frame.f_locals.items()):
+                    if not name.startswith("__"):
+                        kept = len(_kept_markers(value, ids, budget))
+                        if kept and (best is None or kept >= best[0]):
+                            best = (kept, frame, name)
+            frame = frame.f_back
+        return _keeping_line(best[1], best[2]) if best else None
 
     # -- forward passes (TL401, TL402, TL107) -------------------------------------------------
 
     def _before_forward(self, module: nn.Module, args) -> None:
         self.depth += 1
         if self.depth == 1:
-            self.current = None if isinstance(module, _Loss) else PassInfo(module)
-            for info in self.unresolved.pop(id(module), ()):
-                self._close_pass(info, graph=True)  # the module ran again with no backward between
+            if isinstance(module, _Loss) or self.backward_depth or _in_backward():
+                self.current = None  # a loss, or a recomputation inside a backward (checkpointing)
+                return
+            self.current = info = PassInfo(module, _batch_size(args), self._called_by_library())
+            for earlier in self.unresolved.pop(id(module), ()):
+                self._close_pass(earlier, graph=True)  # the module ran again with no backward between
+            self._remember_for_plateau(module, info)
         elif self.current is not None and _mode_dependent(module):
             layers = self.current.train_layers if module.training else self.current.eval_layers
             layers.add(type(module).__name__)
@@ -407,8 +624,6 @@ class Recorder:
         if self.depth or self.current is None:
             return
         info, self.current = self.current, None
-        if not info.grad or not info.training:
-            self.validation_since_plateau += 1
         nodes = _graph_nodes(output) if info.grad else []
         if not nodes:  # no graph: nothing can backpropagate through this pass
             if info.training and info.train_layers:
@@ -424,12 +639,35 @@ class Recorder:
                 node.register_prehook(functools.partial(self._on_pass_backward, info))
             except (AttributeError, RuntimeError, TypeError):
                 return
-        self.open_passes[weakref.ref(marker, self._on_pass_freed)] = info
+        info.marker = weakref.ref(marker, self._on_pass_freed)
+        self.open_passes[info.marker] = info
+
+    def _called_by_library(self) -> bool:
+        """Did library code (not the user's, not the module machinery) call this module?"""
+        frame: FrameType | None = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if self.user.is_user_file(filename):
+                return False
+            if not (filename.endswith(_MODULE_CALL_FILE) or filename.startswith(_OWN_DIR)):
+                return True
+            frame = frame.f_back
+        return False
+
+    def _remember_for_plateau(self, module: nn.Module, info: PassInfo) -> None:
+        entry = self.passes_since_plateau.get(id(module))
+        if entry is None or entry[0]() is not module:
+            entry = self.passes_since_plateau[id(module)] = (weakref.ref(module), [])
+        passes = entry[1]
+        passes.append(info)
+        if len(passes) > 32:  # keep a few passes that no backward ran through; that is all TL103 asks
+            passes[:] = [p for p in passes if not p.backward][:16]
 
     def _on_pass_backward(self, info: PassInfo, grad_outputs) -> None:
         if info.backward:
             return
         info.backward = True
+        self.trained_passes.append(info)
         self.training_passes += 1
         if not info.training and info.eval_layers:
             self.training_in_eval_mode.see(info.location, module=info.module, layers=sorted(info.eval_layers))
@@ -447,7 +685,10 @@ class Recorder:
             self.unresolved.setdefault(info.module_id, []).append(info)
 
     def _close_pass(self, info: PassInfo, *, graph: bool) -> None:
-        """An inference pass: its graph died (or never existed) with no backward through it."""
+        """An inference pass: its graph died (or never existed) with no backward through it.
+        Library code that calls a module (`update_bn`) owns its mode: not the user's inference."""
+        if info.by_library:
+            return
         self.inference_passes += 1
         self.inference_mode_layers |= info.train_layers | info.eval_layers
         if info.training and info.train_layers:
@@ -461,11 +702,12 @@ class Recorder:
         def step(scheduler, *args, **kwargs):
             metric = args[0] if args else kwargs.get("metrics", MISSING)
             call = {"location": self.user.caller(), **self._classify_metric(metric)}
-            call["validation"] = self.validation_since_plateau > 0
-            self.losses_since_plateau, self.validation_since_plateau = [], 0
+            call["validation"] = self._validation_ran(scheduler.optimizer)
+            self.losses_since_plateau, self.passes_since_plateau, self.loaders_since_plateau = [], {}, set()
             self.plateau_calls.append(call)
             result = original(scheduler, *args, **kwargs)
             call["lr"] = [float(group["lr"]) for group in scheduler.optimizer.param_groups][:1]
+            self._publish(now=True)
             return result
 
         return step
@@ -480,13 +722,41 @@ class Recorder:
             value = float(metric)
         except (TypeError, ValueError, RuntimeError):
             return {"metric": None, "source": "other"}
-        losses = self.losses_since_plateau
-        if losses:
-            total = sum(losses)  # in the order a script's running sum adds them
-            candidates = (losses[-1], total, total / len(losses))
-            if any(math.isclose(value, c, rel_tol=1e-6, abs_tol=1e-12) for c in candidates):
-                return {"metric": value, "source": "training-loss"}
+        if any(math.isclose(value, c, rel_tol=1e-6, abs_tol=0.0) for c in self._training_aggregates()):
+            return {"metric": value, "source": "training-loss"}
         return {"metric": value, "source": "other"}
+
+    def _training_aggregates(self) -> list[float]:
+        """What a script computes from the losses its backward calls ran on since the last
+        plateau step: the last one, their sum and mean, and the sample-weighted sum and mean
+        (`running += loss.item() * n`, divided by the samples seen or the dataset's length)."""
+        if not self.losses_since_plateau:
+            return []
+        values = [value for value, _ in self.losses_since_plateau]
+        total = 0.0
+        for value in values:
+            total += value  # in the order a script's running sum adds them
+        aggregates = [values[-1], total, total / len(values)]
+        aggregates += [total / batches for batches, _ in self.loaders_since_plateau if batches]
+        if all(samples for _, samples in self.losses_since_plateau):
+            weighted = 0.0
+            for value, samples in self.losses_since_plateau:
+                weighted += value * samples
+            seen = sum(samples for _, samples in self.losses_since_plateau)
+            aggregates += [weighted, weighted / seen]
+            aggregates += [weighted / size for _, size in self.loaders_since_plateau if size]
+        return aggregates
+
+    def _validation_ran(self, optimizer: Optimizer) -> bool:
+        """Did a pass that no backward ran through go through a module whose parameters this
+        scheduler's optimizer holds (its own model, not a teacher), since its last step?"""
+        held = {id(param) for group in optimizer.param_groups for param in group["params"]}
+        for module_ref, passes in self.passes_since_plateau.values():
+            module = module_ref()
+            if module is not None and any(not p.backward for p in passes):
+                if any(id(param) in held for param in module.parameters()):
+                    return True
+        return False
 
     # -- saving (TL501) -----------------------------------------------------------------------
 
@@ -515,6 +785,7 @@ class Recorder:
             where = self.user.caller()
             result = original(obj, f, *args, **kwargs)
             self.saves.append({"location": where, **self._judge_save(obj, original)})
+            self._publish(now=True)
             return result
 
         return save
@@ -524,33 +795,65 @@ class Recorder:
         modules = [type(v).__name__ for v in [obj, *(v for _, v in items)] if isinstance(v, nn.Module)]
         if modules:
             return {"kind": "module", "modules": modules}
-        state_dicts = [(None, obj)] if self._owner(obj) is not None else []
-        state_dicts += [(key, value) for key, value in items if self._owner(value) is not None]
-        buffer = io.BytesIO()
-        try:
-            original_save(obj, buffer)
-            buffer.seek(0)
-            loaded = torch.load(buffer, weights_only=True, map_location="cpu")
-        except Exception as error:  # noqa: BLE001 - any failure to load back is the finding
-            kind = "state_dict" if state_dicts else "other"
-            return {"kind": kind, "roundtrip": f"torch.load(weights_only=True) failed: {_short(error)}"}
-        for key, value in state_dicts:
-            module = self._owner(value)
+        # Each state dict is round-tripped on its own: extras beside it (an epoch number as a
+        # NumPy scalar) cannot break it, and are judged on their own below.
+        state_dicts = [obj] if self._owner(obj) is not None else [value for _, value in items if self._owner(value) is not None]
+        for state_dict in state_dicts:
             try:
+                loaded = _round_trip(original_save, state_dict)
                 with torch.no_grad():
-                    copy.deepcopy(module).load_state_dict(loaded if key is None else loaded[key], strict=True)
-            except Exception as error:  # noqa: BLE001
-                return {"kind": "state_dict", "roundtrip": f"load_state_dict(strict=True) failed: {_short(error)}"}
-        return {"kind": "state_dict" if state_dicts else "other", "roundtrip": "ok"}
+                    copy.deepcopy(self._owner(state_dict)).load_state_dict(loaded, strict=True)
+            except Exception as error:  # noqa: BLE001 - any failure to load back is the finding
+                return {"kind": "state_dict", "roundtrip": f"{_short(error)}"}
+        kind = "state_dict" if state_dicts else "other"
+        if state_dicts == [obj]:
+            return {"kind": kind, "roundtrip": "ok"}
+        try:
+            _round_trip(original_save, obj)
+        except Exception as error:  # noqa: BLE001
+            return {"kind": kind, "roundtrip": "ok", "extras": f"torch.load(weights_only=True) cannot load it: {_short(error)}"}
+        return {"kind": kind, "roundtrip": "ok"}
 
     # -- devices (TL201) ----------------------------------------------------------------------
 
     def _wrap_lazy_init(self, original):
+        # With CUDA hidden, initialising it raises. A request made by the user's code (directly
+        # or through torch.cuda's own functions) counts; one that library code makes (the
+        # guarded probe of torch.compile) counts only if its error reaches the user's code,
+        # which `_child` sees as the script's own exception (`cuda_request_error`).
         def lazy_init():
-            self.cuda_requests.see(self.user.caller(), what="CUDA initialisation")
-            return original()
+            try:
+                return original()
+            except BaseException as error:
+                if self._requested_by_user():
+                    self.cuda_requests.see(self.user.caller(), what="CUDA initialisation")
+                else:
+                    error.torchlint_cuda_request = self.user.caller()  # type: ignore[attr-defined]
+                raise
 
         return lazy_init
+
+    def _requested_by_user(self) -> bool:
+        frame: FrameType | None = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if self.user.is_user_file(filename):
+                return True
+            if not (_CUDA_API_DIR in filename or filename.startswith(_OWN_DIR)):
+                return False
+            frame = frame.f_back
+        return False
+
+    def library_cuda_request_reached_user(self, error: BaseException) -> None:
+        """The script died of an exception: if a library's CUDA request raised it, count it."""
+        seen: set[int] = set()
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            where = getattr(error, "torchlint_cuda_request", MISSING)
+            if where is not MISSING:
+                self.cuda_requests.see(where, what="CUDA initialisation")
+                return
+            error = error.__cause__ or error.__context__
 
     def _wrap_to(self, original):
         # With CUDA hidden, `.to("cuda")` is recorded and kept on the CPU, so that the rest of
@@ -578,6 +881,7 @@ class Recorder:
     def _wrap_loader_iter(self, original):
         def iterate(loader):
             self.loader_passes += 1
+            self.loaders_since_plateau.add((_length(loader), _length(loader.dataset)))
             iterator = original(loader)
             return iterator if self.limit_batches is None else _Limited(iterator, self.limit_batches)
 
@@ -589,10 +893,33 @@ class Recorder:
 
         return length
 
+    # -- publishing -----------------------------------------------------------------------------
+
+    def _publish(self, *, now: bool = False) -> None:
+        """Hand the facts so far to the parent: at once, or when the last time was a while ago."""
+        if self.publish is None or not (now or time.monotonic() - self.published >= PUBLISH_INTERVAL_S):
+            return
+        with self.publish_lock:
+            try:
+                facts = self.facts()
+            except RuntimeError:  # the script's thread changed a fact while it was read: next time
+                return
+            self.publish(facts)
+            self.published = time.monotonic()
+
+    def _publish_regularly(self) -> None:
+        """A thread that publishes the facts every PUBLISH_INTERVAL_S, so that a script that
+        dies between two steps, saves or plateau steps loses at most that much evidence."""
+        while not self.stop_publishing.wait(PUBLISH_INTERVAL_S):
+            self._publish()
+
     # -- the end ------------------------------------------------------------------------------
 
     def finish(self) -> None:
         """Let the script's graphs die, classify the passes still open, and remove the hooks."""
+        self.stop_publishing.set()
+        if self.publisher is not None:
+            self.publisher.join()
         gc.collect()
         for info in list(self.open_passes.values()):
             self._close_graph_pass(info)
@@ -618,7 +945,7 @@ class Recorder:
             },
             "graphs": {
                 "clock": self.clock,
-                "leaks": self.leaks.to_json(),
+                "leaks": {"count": self.leaks, "sites": [{"location": self.leak_site, "count": self.leaks}] if self.leaks else []},
                 "oldest": self.oldest_leak,
                 "most_alive": self.most_leaked,
             },
@@ -656,6 +983,20 @@ class _Limited:
 
     def __len__(self) -> int:
         return min(len(self.iterator), self.limit)
+
+
+def _round_trip(save, obj: Any) -> Any:
+    buffer = io.BytesIO()
+    save(obj, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True, map_location="cpu")
+
+
+def _length(sized: Any) -> int | None:
+    try:
+        return len(sized)
+    except Exception:  # noqa: BLE001 - an iterable dataset has no length
+        return None
 
 
 def _short(error: BaseException) -> str:

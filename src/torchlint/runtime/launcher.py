@@ -74,16 +74,25 @@ def verify(request: VerifyRequest, *, script_output_to_stderr: bool = False) -> 
         child = subprocess.Popen(command, env=child_environment(request.device), stdout=stdout)
         timed_out = _wait(child, request.timeout)
         facts = json.loads(result_path.read_text(encoding="utf-8")) if result_path.exists() else None
-    if facts is None:
-        if not timed_out:
-            raise SetupError(f"the verifier's child process ended with status {child.returncode} without a report")
+    if facts is None:  # the child died before it could write anything
         facts = blank_facts({"requested": request.device, "cuda_available": None, "cuda_hidden": request.device == "cpu"})
-        facts["outcome"] = {"status": "timeout"}
     if "setup_error" in facts:
         raise SetupError(facts["setup_error"])
+    if "outcome" not in facts:  # the facts stop where the child died: they are partial
+        facts["partial"] = True
+        facts["outcome"] = {"status": "crash", "exit_code": child.returncode, "signal": _signal_name(child.returncode)}
     if timed_out:
         facts["outcome"] = {**facts["outcome"], "status": "timeout", "timeout_s": request.timeout}
     return VerifyResult(request, facts, evaluate(facts), time.perf_counter() - started)
+
+
+def _signal_name(returncode: int) -> str | None:
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 def _wait(child: subprocess.Popen, timeout: float) -> bool:

@@ -6,7 +6,8 @@ directory is on the import path) and calls it with no arguments. It returns
 `(inputs, targets)`; `inputs` is a tensor, a tuple of tensors (passed as positional arguments)
 or a dict (keyword arguments). With no batch (`None`, or only three items) a synthetic one is
 made from the model's first layer (`Linear`, `Conv1d/2d/3d`, `Embedding`) and the loss
-(class indices for `CrossEntropyLoss`/`NLLLoss`, 0/1 for the BCE losses, noise otherwise).
+(class indices for `CrossEntropyLoss`/`NLLLoss`, 0/1 for the BCE losses, noise otherwise); to
+learn the output's shape the model runs once in eval mode under `no_grad`.
 
 The trainer runs under the same instrumentation as a script, and adds three checks:
 - overfit: a model and loss that can learn fit a single batch: the loss falls to a tenth;
@@ -100,8 +101,15 @@ def synthetic_batch(model: nn.Module, loss_fn: Callable) -> tuple[torch.Tensor, 
         raise FactoryError("cannot make a synthetic batch for this model: return (inputs, targets) from the factory")
     parameter = next(model.parameters())
     inputs = inputs.to(parameter.device, parameter.dtype) if inputs.is_floating_point() else inputs.to(parameter.device)
-    with torch.no_grad():
-        output = model(inputs)
+    # The model runs once to learn its output's shape: in eval mode (not counted as the
+    # user's inference in training mode, batch-norm statistics untouched), then back.
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = model(inputs)
+    finally:
+        model.train(training)
     if isinstance(loss_fn, (nn.CrossEntropyLoss, nn.NLLLoss)):
         shape = (output.shape[0], *output.shape[2:])
         targets = torch.randint(0, output.shape[1], shape, generator=generator).to(output.device)

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from torchlint.runtime.checks import notes
 from torchlint.runtime.launcher import VerifyResult
 
 STATUS_ORDER = ("FAIL", "WARN", "PASS", "NOT_EXERCISED")
@@ -40,6 +41,7 @@ def to_json(result: VerifyResult) -> str:
         "exit_code": 1 if result.failed else 0,
         "duration_s": round(result.duration_s, 3),
         "summary": counts,
+        "notes": notes(result.facts),
         "checks": [check.to_json() for check in result.checks],
         "series": series(result.facts),
     }
@@ -56,6 +58,7 @@ def to_text(result: VerifyResult) -> str:
         for location in check.locations[:3]:
             lines.append(f"  {'':<13} {'':<{width}}    --> {location['file']}:{location['line']}  {location['code']}")
     lines += _series_lines(series(result.facts, thin=False))
+    lines += [f"note: {note}" for note in notes(result.facts)]
     counts = {status: sum(1 for c in result.checks if c.status == status) for status in STATUS_ORDER}
     lines.append(
         f"{counts['FAIL']} failed, {counts['WARN']} warned, {counts['PASS']} passed, "
