@@ -37,15 +37,25 @@ def load(root: Path, key: str) -> list[Finding] | None:
 
 
 def store(root: Path, key: str, findings: list[Finding]) -> None:
+    """Write one entry atomically (a temporary file, then a rename), so that runs at the same
+    time over the same tree never see half an entry."""
     target = _path(root, key)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        ignore = root / DIRNAME / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# Created by torchlint automatically.\n*\n")
-        fd, tmp = tempfile.mkstemp(dir=target.parent)
+        try:
+            with (root / DIRNAME / ".gitignore").open("x") as ignore:
+                ignore.write("# Created by torchlint automatically.\n*\n")
+        except FileExistsError:
+            pass
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+    except OSError:
+        return  # a read-only checkout still lints; it just is not cached
+    try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(findings, f)
         os.replace(tmp, target)
-    except OSError:
-        pass  # a read-only checkout still lints; it just is not cached
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
