@@ -136,7 +136,7 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(f)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot parse {path}: {e}") from None
 
 

@@ -55,7 +55,12 @@ def parse(source: bytes | str) -> cst.Module:
     with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
         warnings.simplefilter("ignore")
         compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
-    return cst.parse_module(source)
+    module = cst.parse_module(source)
+    if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
+        # LibCST sees a final newline only in "\n": a file with "\r" line endings would
+        # lose its last one whenever it is fixed.
+        module = module.with_changes(has_trailing_newline=True)
+    return module
 
 
 def parse_error_finding(error: Exception) -> Finding:
@@ -66,6 +71,8 @@ def parse_error_finding(error: Exception) -> Finding:
         row, col = error.lineno or 1, max(error.offset or 1, 1)
         if error.msg.startswith("(unicode error)"):
             return _error(f"cannot decode file: {error.msg.removeprefix('(unicode error)').strip()}", row, col)
+        if error.msg.startswith(("unknown encoding", "encoding problem")):  # a coding cookie
+            return _error(f"cannot decode file: {error.msg}", row, col)
         reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
         return _error(f"SyntaxError: {reason}", row, col)
     if isinstance(error, cst.ParserSyntaxError):
