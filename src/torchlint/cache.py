@@ -7,11 +7,10 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from torchlint import __version__
+import torchlint
 from torchlint.rule import Finding, Rule
 
 DIRNAME = ".torchlint_cache"
@@ -19,7 +18,7 @@ DIRNAME = ".torchlint_cache"
 
 def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
+    digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 
@@ -47,6 +46,8 @@ def store(root: Path, key: str, findings: list[Finding]) -> None:
                 ignore.write("# Created by torchlint automatically.\n*\n")
         except FileExistsError:
             pass
+        import tempfile  # only a run that stores results needs it
+
         fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
     except OSError:
         return  # a read-only checkout still lints; it just is not cached

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from torchlint import __version__
 from torchlint.config import ConfigError, resolve_settings
 from torchlint.engine import FixMode
 from torchlint.rule import Rule, all_rules, rule_by_code
@@ -43,8 +42,16 @@ def _codes(value: str | None) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()] if value else []
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from torchlint import __version__
+
+        click.echo(f"torchlint {__version__}")
+        ctx.exit()
+
+
 @click.group(cls=TorchlintGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="torchlint", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
 def main() -> None:
     """A linter for PyTorch training code. `torchlint PATHS` is `torchlint check PATHS`."""
 

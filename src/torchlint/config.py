@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os.path
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,20 +40,25 @@ class Settings:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    _exclude_spec: pathspec.PathSpec = field(init=False, repr=False, compare=False)
-    _per_file: tuple[tuple[pathspec.PathSpec, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for selector in (*(self.select or ()), *self.extend_select):
             validate_selector(selector, self.config_file)
         for selector in (*self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
             validate_selector(selector, self.config_file, deselecting=True)
-        object.__setattr__(self, "_exclude_spec", pathspec.GitIgnoreSpec.from_lines(self.exclude))
-        object.__setattr__(
-            self,
-            "_per_file",
-            tuple((pathspec.GitIgnoreSpec.from_lines([pattern]), codes) for pattern, codes in self.per_file_ignores),
-        )
+
+    # The patterns are compiled on first use (pathspec is imported only when some are set).
+    @cached_property
+    def _exclude_spec(self) -> pathspec.GitIgnoreSpec:
+        import pathspec
+
+        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
+
+    @cached_property
+    def _per_file(self) -> tuple[tuple[pathspec.GitIgnoreSpec, tuple[str, ...]], ...]:
+        import pathspec
+
+        return tuple((pathspec.GitIgnoreSpec.from_lines([pattern]), codes) for pattern, codes in self.per_file_ignores)
 
     @property
     def enabled(self) -> tuple[type[Rule], ...]:
@@ -63,12 +70,14 @@ class Settings:
         return None if rel.startswith("..") else Path(rel).as_posix()
 
     def is_excluded(self, path: Path, is_dir: bool = False) -> bool:
+        if not self.exclude:
+            return False
         rel = self.relative(path)
         return rel is not None and self._exclude_spec.match_file(rel + "/" if is_dir else rel)
 
     def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
         rules = self.enabled
-        rel = self.relative(path) if path is not None else None
+        rel = self.relative(path) if path is not None and self.per_file_ignores else None
         if rel is None:
             return rules
         ignored = [c for spec, codes in self._per_file if spec.match_file(rel) for c in codes]

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
-import difflib
 import io
 import os
 import re
 import tokenize
-import traceback
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -158,6 +156,8 @@ class RuleFailure:
 
     @classmethod
     def from_exception(cls, code: str, error: BaseException) -> RuleFailure:
+        import traceback
+
         place = ""
         frames = traceback.extract_tb(error.__traceback__)
         if frames:
@@ -507,6 +507,8 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
+    import difflib
+
     return "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"

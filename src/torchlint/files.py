@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
-
-import pathspec
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 try:
     import fcntl
@@ -17,6 +14,9 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 from torchlint.config import Settings
+
+if TYPE_CHECKING:
+    import pathspec
 
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 # Folders no one wants linted, skipped as ruff skips them.
@@ -40,11 +40,13 @@ def discover(paths: Iterable[Path], settings: Settings) -> list[Path]:
 
 
 def _gitignore_spec(directory: Path) -> pathspec.GitIgnoreSpec | None:
-    file = directory / ".gitignore"
     try:
-        return pathspec.GitIgnoreSpec.from_lines(file.read_text(encoding="utf-8", errors="replace").splitlines())
+        lines = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec  # only where a .gitignore exists
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _ancestor_ignores(top: Path) -> list[tuple[Path, pathspec.GitIgnoreSpec]]:
@@ -108,6 +110,8 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
     of one; the file's permissions are kept. With ``expected``, the file is replaced only if
     it still holds exactly those bytes (checked just before the replace, under an advisory lock
     that other torchlint processes take too), else ``FileChanged`` is raised."""
+    import tempfile
+
     target = Path(os.path.realpath(path))
     mode = target.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".torchlint.tmp")

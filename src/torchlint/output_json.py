@@ -13,7 +13,7 @@ from pathlib import Path, PurePath
 from typing import Sequence
 from urllib.parse import quote
 
-from torchlint import __version__
+import torchlint
 from torchlint.output import rows
 from torchlint.rule import Finding, Location, all_rules, rule_by_code
 from torchlint.runner import FileReport, RunError
@@ -132,7 +132,7 @@ def format_sarif(reports: Sequence[FileReport]) -> str:
         "tool": {
             "driver": {
                 "name": "torchlint",
-                "version": __version__,
+                "version": torchlint.__version__,
                 "informationUri": PROJECT_URL,
                 "rules": [_sarif_rule(rule) for rule in rules],
             }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -136,6 +135,8 @@ def check_files(
         results: Iterable[FileReport] = map(_check_one, tasks)
         pool = None
     else:
+        from concurrent.futures import ProcessPoolExecutor
+
         pool = ProcessPoolExecutor(max_workers=jobs)
         results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
     try:
