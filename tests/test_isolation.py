@@ -5,7 +5,9 @@ rule contributes no fix, and the exit status is 2."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import jsonschema
 import libcst as cst
 import pytest
 from click.testing import CliRunner
@@ -15,6 +17,7 @@ from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
 from torchlint.rule import Fix, rule_by_code
 
+SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 # TL801 has a safe fix for the first call; `boom()` makes the patched TL801 raise afterwards.
 SOURCE = (
     "import torch\n"
@@ -132,7 +135,9 @@ def test_every_format_reports_the_internal_error(failing_tl801, project, output_
         [finding] = json.loads(out)  # the array holds findings only: its shape is stable
         assert finding["code"] == "TL501"
     elif output_format == "sarif":
-        run_ = json.loads(out)["runs"][0]
+        log = json.loads(out)
+        jsonschema.Draft4Validator(SCHEMA).validate(log)
+        run_ = log["runs"][0]
         assert [r["ruleId"] for r in run_["results"]] == ["TL501"]
         [invocation] = run_["invocations"]
         assert invocation["executionSuccessful"] is False
