@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -216,8 +217,6 @@ class Progress:
     INTERVAL_SECONDS = 0.1
 
     def __init__(self) -> None:
-        import time
-
         self.clock = time.monotonic
         self.start = self.clock()
         self.last = 0.0
