@@ -125,3 +125,23 @@ def test_unreadable_config_is_one_message(tmp_path):
     (tmp_path / "torchlint.toml").chmod(0)
     result = run("--config", "torchlint.toml", ".")
     assert result.exit_code == 2 and "cannot read torchlint.toml: Permission denied" in result.output
+
+
+def test_unreadable_file_is_one_message_even_as_root(tmp_path, monkeypatch):
+    # Root reads a file of mode 000, so the refusal is simulated where torchlint reads.
+    from pathlib import Path
+
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "secret.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    (tmp_path / "secret.py").write_text(BAD)
+    (tmp_path / "bad.py").write_text(BAD)
+    result = run("secret.py", "bad.py")
+    [line] = _lines_naming(result.output, "secret.py")
+    assert line.startswith("secret.py:1:1: TL000 cannot read file: Permission denied")
+    assert "bad.py:4:12: TL501" in result.output
