@@ -7,11 +7,10 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from torchlint import __version__
+import torchlint
 from torchlint.rule import Finding, Rule
 
 DIRNAME = ".torchlint_cache"
@@ -19,7 +18,7 @@ DIRNAME = ".torchlint_cache"
 
 def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
+    digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 
@@ -37,15 +36,27 @@ def load(root: Path, key: str) -> list[Finding] | None:
 
 
 def store(root: Path, key: str, findings: list[Finding]) -> None:
+    """Write one entry atomically (a temporary file, then a rename), so that runs at the same
+    time over the same tree never see half an entry."""
     target = _path(root, key)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        ignore = root / DIRNAME / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# Created by torchlint automatically.\n*\n")
-        fd, tmp = tempfile.mkstemp(dir=target.parent)
+        try:
+            with (root / DIRNAME / ".gitignore").open("x") as ignore:
+                ignore.write("# Created by torchlint automatically.\n*\n")
+        except FileExistsError:
+            pass
+        import tempfile  # only a run that stores results needs it
+
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+    except OSError:
+        return  # a read-only checkout still lints; it just is not cached
+    try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(findings, f)
         os.replace(tmp, target)
-    except OSError:
-        pass  # a read-only checkout still lints; it just is not cached
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from pathlib import Path
 
 import click
 
-from torchlint import __version__
 from torchlint.config import ConfigError, resolve_settings
 from torchlint.engine import FixMode
 from torchlint.rule import Rule, all_rules, rule_by_code
+from torchlint.runner import RunError
 
 # Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.
 LAZY_COMMANDS: dict[str, str] = {"lsp": "torchlint.lsp:command", "verify": "torchlint.runtime.cli:command"}
@@ -42,8 +43,16 @@ def _codes(value: str | None) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()] if value else []
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from torchlint import __version__
+
+        click.echo(f"torchlint {__version__}")
+        ctx.exit()
+
+
 @click.group(cls=TorchlintGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="torchlint", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
 def main() -> None:
     """A linter for PyTorch training code. `torchlint PATHS` is `torchlint check PATHS`."""
 
@@ -66,7 +75,16 @@ def main() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--config", type=click.Path(path_type=Path, dir_okay=False), help="Use this pyproject.toml / torchlint.toml.")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Use this file's [tool.torchlint] table (or, in a torchlint.toml, its top-level keys).",
+)
+@click.option(
+    "--stdin-filename",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The path of the file read from standard input (for configuration, exclude and per-file-ignores).",
+)
 def check(
     paths: tuple[Path, ...],
     fix: bool,
@@ -81,52 +99,71 @@ def check(
     no_cache: bool,
     jobs: int | None,
     config: Path | None,
+    stdin_filename: Path | None,
 ) -> None:
     """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
-    from torchlint import output
-    from torchlint.files import discover
     from torchlint.runner import FileReport, RunOptions, check_files, lint_source
 
+    stdin = any(str(p) == "-" for p in paths) or (stdin_filename is not None and not paths)
     paths = paths or (Path("."),)
-    stdin = any(str(p) == "-" for p in paths)
     if stdin and len(paths) > 1:
         raise click.UsageError("`-` (standard input) cannot be combined with other paths")
     try:
         settings = resolve_settings(
-            [] if stdin else list(paths), config, _codes(select), _codes(extend_select), _codes(ignore)
+            [stdin_filename] if stdin and stdin_filename else [] if stdin else list(paths),
+            config,
+            _codes(select),
+            _codes(extend_select),
+            _codes(ignore),
         )
     except ConfigError as error:
         click.echo(f"torchlint: error: {error}", err=True)
         sys.exit(2)
+    if config is not None and settings.config_file is None:
+        click.echo(f"torchlint: warning: {config} has no [tool.torchlint] settings; using the defaults", err=True)
 
     fix_mode = FixMode.UNSAFE if (fix or diff) and unsafe_fixes else FixMode.SAFE if (fix or diff) else FixMode.NONE
     options = RunOptions(
         fix_mode=fix_mode,
         write=fix and not diff,
         diff=diff,
-        with_edits=output_format in output.FORMATS_WITH_EDITS,
+        with_edits=output_format in ("json", "sarif") and not statistics,
         use_cache=not no_cache,
     )
 
     if stdin:
         data = sys.stdin.buffer.read()
-        result = lint_source(data, None, settings, options)
-        reports = [FileReport("-", result.findings, result.fixed_count)]
+        shown = str(stdin_filename) if stdin_filename else "-"
+        if stdin_filename is not None and settings.is_excluded(stdin_filename):
+            report, fixed_source = FileReport(shown), data
+        else:
+            result = lint_source(data, stdin_filename, settings, options)
+            report, fixed_source = FileReport(shown, result.findings, result.fixed_count), result.fixed_source
+            report.errors = [RunError(shown, f.describe(), f.code) for f in result.failures]
         if diff:
             from torchlint.engine import unified_diff
 
-            reports[0].diff = unified_diff(_decode(data), _decode(result.fixed_source), "-")
+            report.diff = unified_diff(_decode(data), _decode(fixed_source), shown)
         elif fix:
-            out = result.fixed_source
-            sys.stdout.buffer.write(out if isinstance(out, bytes) else out.encode())
+            sys.stdout.buffer.write(fixed_source if isinstance(fixed_source, bytes) else fixed_source.encode())
             sys.stdout.flush()
-        sources = {"-": _decode(data).splitlines()}
+        else:
+            report.fixed_count = 0
+        reports = [report]
+        sources = {shown: _decode(data).splitlines()}
     else:
+        from torchlint.files import discover
+
         files = discover(paths, settings)
-        reports = check_files(files, settings, options, jobs)
+        progress = Progress() if sys.stderr.isatty() else None
+        reports = check_files(files, settings, options, jobs, progress)
+        if progress is not None:
+            progress.clear()
         sources = None
 
     errors = [e for r in reports for e in r.errors]
+    for warning in (w for r in reports for w in r.warnings):
+        click.echo(f"torchlint: warning: {warning}", err=True)
     for error in errors:
         click.echo(f"torchlint: error: {error}", err=True)
 
@@ -140,14 +177,30 @@ def check(
         click.echo(f"Would fix {fixable} file{'s' if fixable != 1 else ''}." if fixable else "No fixes available.", err=True)
         sys.exit(2 if errors else (1 if fixable and not exit_zero else 0))
 
+    # Only what the chosen output needs is imported (start-up time of a one-file run).
     if statistics:
-        text = output.format_statistics(reports)
-    elif output_format == "text":
-        if sources is None:
-            sources = _read_sources(reports)
-        text = output.format_text(reports, sources)
+        from torchlint.output import format_statistics
+
+        text = format_statistics(reports, "json" if output_format == "json" else "text", unsafe_fixes)
+    elif output_format in ("text", "concise"):
+        from torchlint.output import format_concise, format_text
+
+        if output_format == "concise":
+            text = format_concise(reports, unsafe_fixes)
+        else:
+            text = format_text(reports, sources if sources is not None else _read_sources(reports), unsafe_fixes)
+    elif output_format == "github":
+        from torchlint.output import format_github
+
+        text = format_github(reports)
+    elif output_format == "json":
+        from torchlint.output_json import format_json
+
+        text = format_json(reports)
     else:
-        text = output.FORMATS[output_format](reports)
+        from torchlint.output_json import format_sarif
+
+        text = format_sarif(reports)
     if text:
         click.echo(text, err=to_stderr)
 
@@ -155,6 +208,32 @@ def check(
     if errors:
         sys.exit(2)
     sys.exit(1 if remaining and not exit_zero else 0)
+
+
+class Progress:
+    """``torchlint: 120/480 files`` on a terminal's stderr, once a run has taken a while."""
+
+    DELAY_SECONDS = 2.0
+    INTERVAL_SECONDS = 0.1
+
+    def __init__(self) -> None:
+        self.clock = time.monotonic
+        self.start = self.clock()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if now - self.start < self.DELAY_SECONDS or now - self.last < self.INTERVAL_SECONDS:
+            return
+        self.last, self.shown = now, True
+        sys.stderr.write(f"\rtorchlint: {done}/{total} files")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def _decode(data: bytes | str) -> str:

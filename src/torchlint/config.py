@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import os.path
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+from torchlint.engine import INVALID_FILE
 from torchlint.rule import Rule, all_rules
 
 KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores")
@@ -37,18 +40,25 @@ class Settings:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    _exclude_spec: pathspec.PathSpec = field(init=False, repr=False, compare=False)
-    _per_file: tuple[tuple[pathspec.PathSpec, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for selector in (*(self.select or ()), *self.extend_select, *self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
+        for selector in (*(self.select or ()), *self.extend_select):
             validate_selector(selector, self.config_file)
-        object.__setattr__(self, "_exclude_spec", pathspec.GitIgnoreSpec.from_lines(self.exclude))
-        object.__setattr__(
-            self,
-            "_per_file",
-            tuple((pathspec.GitIgnoreSpec.from_lines([pattern]), codes) for pattern, codes in self.per_file_ignores),
-        )
+        for selector in (*self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
+            validate_selector(selector, self.config_file, deselecting=True)
+
+    # The patterns are compiled on first use (pathspec is imported only when some are set).
+    @cached_property
+    def _exclude_spec(self) -> pathspec.GitIgnoreSpec:
+        import pathspec
+
+        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
+
+    @cached_property
+    def _per_file(self) -> tuple[tuple[pathspec.GitIgnoreSpec, tuple[str, ...]], ...]:
+        import pathspec
+
+        return tuple((pathspec.GitIgnoreSpec.from_lines([pattern]), codes) for pattern, codes in self.per_file_ignores)
 
     @property
     def enabled(self) -> tuple[type[Rule], ...]:
@@ -60,12 +70,14 @@ class Settings:
         return None if rel.startswith("..") else Path(rel).as_posix()
 
     def is_excluded(self, path: Path, is_dir: bool = False) -> bool:
+        if not self.exclude:
+            return False
         rel = self.relative(path)
         return rel is not None and self._exclude_spec.match_file(rel + "/" if is_dir else rel)
 
     def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
         rules = self.enabled
-        rel = self.relative(path) if path is not None else None
+        rel = self.relative(path) if path is not None and self.per_file_ignores else None
         if rel is None:
             return rules
         ignored = [c for spec, codes in self._per_file if spec.match_file(rel) for c in codes]
@@ -82,10 +94,16 @@ def _matches(code: str, selector: str) -> bool:
     return selector == "ALL" or code.startswith(selector)
 
 
-def validate_selector(selector: str, source: Path | None = None) -> None:
-    if selector == "ALL" or any(r.code.startswith(selector) for r in all_rules()):
-        return
+def validate_selector(selector: str, source: Path | None = None, deselecting: bool = False) -> None:
     where = f" in {source}" if source else ""
+    matched = [r.code for r in all_rules() if r.code.startswith(selector)]
+    if deselecting and matched == [INVALID_FILE]:
+        raise ConfigError(
+            f"`{selector}`{where}: {INVALID_FILE} (a file that cannot be read or parsed) is always reported "
+            "and cannot be ignored; exclude the file instead"
+        )
+    if selector == "ALL" or matched:
+        return
     raise ConfigError(f"unknown rule selector `{selector}`{where}")
 
 
@@ -127,24 +145,40 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(f)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot parse {path}: {e}") from None
 
 
 def _codes(value: object, key: str, path: Path) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: `{key}` must be a list of strings")
     return tuple(v.strip() for v in value)
 
 
+def _torchlint_table(config_file: Path, data: dict) -> object:
+    """The torchlint settings in a TOML document: its ``[tool.torchlint]`` table, whatever the
+    file is called, or the top-level keys of a file of torchlint's own (``torchlint.toml``).
+    None when the document holds no torchlint settings (a ``pyproject.toml`` without the
+    table, or any file whose top level is another tool's)."""
+    tool = data.get("tool")
+    if isinstance(tool, dict) and "torchlint" in tool:
+        return tool["torchlint"]
+    if config_file.name == "torchlint.toml":
+        return data
+    if config_file.name == "pyproject.toml" or not set(data) & set(KEYS):
+        return None
+    return data
+
+
 def load_settings(config_file: Path | None) -> Settings:
-    """Settings from a config file (``None``: defaults rooted at the current directory)."""
+    """Settings from a config file (``None``: defaults rooted at the current directory). A
+    file without torchlint settings gives the defaults rooted at its folder, and no
+    ``config_file``."""
     if config_file is None:
         return Settings(root=Path.cwd())
-    data = _read_toml(config_file)
-    table = data.get("tool", {}).get("torchlint", {}) if config_file.name == "pyproject.toml" else data
+    table = _torchlint_table(config_file, _read_toml(config_file))
+    if table is None:
+        return Settings(root=config_file.parent.resolve())
     if not isinstance(table, dict):
         raise ConfigError(f"{config_file}: [tool.torchlint] must be a table")
     unknown = sorted(set(table) - set(KEYS))
@@ -175,7 +209,9 @@ def resolve_settings(
 ) -> Settings:
     """The run's settings: the config file (given, or the nearest one), then the CLI's overrides."""
     if config is None:
-        existing = [p.resolve() for p in paths if p.exists()]
+        # A path that does not exist (standard input's --stdin-filename) is looked up from
+        # its folder.
+        existing = [p.resolve() for p in (p if p.exists() else p.parent for p in paths) if p.exists()]
         start = Path(_common_dir(existing)) if existing else Path.cwd()
         config = find_config(start)
     settings = load_settings(config)

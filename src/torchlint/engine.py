@@ -6,16 +6,18 @@ It knows nothing about PyTorch: rules and the semantic model bring that.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
-import difflib
 import io
+import os
 import re
 import tokenize
 import warnings
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule, RuleContext
@@ -37,6 +39,7 @@ class SourceResult:
     source: bytes
     fixed_source: bytes  # equal to ``source`` when nothing was fixed
     fixed_count: int = 0
+    failures: list[RuleFailure] = field(default_factory=list)  # rules that raised on this file
 
 
 def _error(message: str, row: int = 1, col: int = 1) -> Finding:
@@ -50,7 +53,12 @@ def parse(source: bytes | str) -> cst.Module:
     with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
         warnings.simplefilter("ignore")
         compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
-    return cst.parse_module(source)
+    module = cst.parse_module(source)
+    if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
+        # LibCST sees a final newline only in "\n": a file with "\r" line endings would
+        # lose its last one whenever it is fixed.
+        module = module.with_changes(has_trailing_newline=True)
+    return module
 
 
 def parse_error_finding(error: Exception) -> Finding:
@@ -61,6 +69,8 @@ def parse_error_finding(error: Exception) -> Finding:
         row, col = error.lineno or 1, max(error.offset or 1, 1)
         if error.msg.startswith("(unicode error)"):
             return _error(f"cannot decode file: {error.msg.removeprefix('(unicode error)').strip()}", row, col)
+        if error.msg.startswith(("unknown encoding", "encoding problem")):  # a coding cookie
+            return _error(f"cannot decode file: {error.msg}", row, col)
         reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
         return _error(f"SyntaxError: {reason}", row, col)
     if isinstance(error, cst.ParserSyntaxError):
@@ -136,20 +146,57 @@ def find_suppressions(text: str) -> Suppressions:
 # --- running rules ----------------------------------------------------------------------
 
 
-def run_rules(module: cst.Module, rules: Sequence[type[Rule]]) -> tuple[list[Finding], MetadataWrapper]:
-    """One traversal of ``module`` running every rule in ``rules``."""
+@dataclass(frozen=True)
+class RuleFailure:
+    """A rule that raised on a file (in its own code, the facts it asked for, or its fix):
+    its findings and fixes for that file are dropped, the other rules' are kept."""
+
+    code: str
+    error: str  # the exception, with the place it was raised
+
+    @classmethod
+    def from_exception(cls, code: str, error: BaseException) -> RuleFailure:
+        import traceback
+
+        place = ""
+        frames = traceback.extract_tb(error.__traceback__)
+        if frames:
+            place = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
+        return cls(code, f"{type(error).__name__}: {error}{place}")
+
+    def describe(self) -> str:
+        return f"internal error in rule {self.code}: {self.error}"
+
+
+def run_rules(
+    module: cst.Module, rules: Sequence[type[Rule]], failures: dict[str, BaseException] | None = None
+) -> tuple[list[Finding], MetadataWrapper]:
+    """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
+    skipped for the rest of the traversal, its findings are dropped, and its exception is
+    added to ``failures`` (by code)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = RuleContext(wrapper)
     if rules:
         wrapper.visit_batched([rule(context) for rule in rules])
-    return context.findings, wrapper
+    if context.failures and failures is not None:
+        failures.update(context.failures)
+    return [f for f in context.findings if f.code not in context.failures], wrapper
 
 
 # --- fixes ------------------------------------------------------------------------------
 
 
+class FixError(Exception):
+    """A fix that cannot be applied: the rule built a change the tree does not allow."""
+
+    def __init__(self, fix: Fix, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.fix = fix
+        self.error = error
+
+
 class _ApplyChanges(cst.CSTTransformer):
-    def __init__(self, changes: dict[cst.CSTNode, object]) -> None:
+    def __init__(self, changes: Mapping[cst.CSTNode, object]) -> None:
         super().__init__()
         self.changes = changes
 
@@ -166,28 +213,43 @@ def _overlaps(a, b) -> bool:
     return not (a[1] <= b[0] or b[1] <= a[0])
 
 
+def _apply(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
+    return module.visit(_ApplyChanges({node: new for fix in fixes for node, new in fix.changes.items()}))
+
+
 def apply_fixes(module: cst.Module, wrapper: MetadataWrapper, fixes: Sequence[Fix]) -> tuple[cst.Module, int]:
     """Apply the fixes that do not overlap an earlier one (in the given, sorted order); the
-    rest wait for the next pass. A fix whose result does not parse is dropped."""
+    rest wait for the next pass. A fix whose result does not parse is dropped; a fix that
+    cannot be applied at all raises ``FixError``."""
     accepted: list[Fix] = []
     taken: list[tuple] = []
     for fix in fixes:
-        spans = [_span(wrapper, node) for node in fix.changes]
+        try:
+            spans = [_span(wrapper, node) for node in fix.changes]
+        except Exception as error:  # a changed node that is not in this module
+            raise FixError(fix, error) from error
         if any(_overlaps(s, t) for s in spans for t in taken):
             continue
         accepted.append(fix)
         taken.extend(spans)
     if not accepted:
         return module, 0
-    merged = {node: new for fix in accepted for node, new in fix.changes.items()}
-    fixed = module.visit(_ApplyChanges(merged))
+    try:
+        fixed = _apply(module, accepted)
+    except Exception:
+        for fix in accepted:  # find the fix that cannot be applied
+            try:
+                _apply(module, [fix])
+            except Exception as error:
+                raise FixError(fix, error) from error
+        raise
     if _parses(fixed):
         return fixed, len(accepted)
     # Some fix broke the syntax: keep only the ones that parse on their own.
-    good = [f for f in accepted if _parses(module.visit(_ApplyChanges(dict(f.changes))))]
+    good = [f for f in accepted if _parses(_apply(module, [f]))]
     if not good:
         return module, 0
-    fixed = module.visit(_ApplyChanges({n: r for f in good for n, r in f.changes.items()}))
+    fixed = _apply(module, good)
     return (fixed, len(good)) if _parses(fixed) else (module, 0)
 
 
@@ -199,30 +261,145 @@ def _parses(module: cst.Module) -> bool:
     return True
 
 
-def _offset_to_location(text: str, offset: int) -> Location:
-    row = text.count("\n", 0, offset) + 1
-    line_start = text.rfind("\n", 0, offset) + 1
-    return Location(row, offset - line_start + 1)
+# --- fixes as text edits ----------------------------------------------------------------
+#
+# JSON, SARIF and the editor show each fix as text edits of the file. They are computed from
+# one code generation pass over the module that records where the nodes of interest are,
+# then each fix renders only the nodes it changes: time linear in the file plus the fixes.
+
+
+@dataclass
+class _LayoutState(CodegenState):
+    """Generates a module's code, recording for the changed nodes and their ancestors the
+    character span each one's code covers (whitespace it owns included), the indentation in
+    force where it starts, and the chain of its ancestors."""
+
+    targets: frozenset = frozenset()
+    offset: int = 0
+    stack: list = field(default_factory=list)  # [node, start, indentation, needed] per open node
+    spans: dict = field(default_factory=dict)  # node -> (start, end, indentation)
+    ancestors: dict = field(default_factory=dict)  # target node -> its ancestors, outermost first
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.offset += len(value)
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+        self.offset += sum(len(t) for t in self.indent_tokens)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        entry = [node, self.offset, tuple(self.indent_tokens), False]
+        if node in self.targets:
+            self.ancestors[node] = tuple(e[0] for e in self.stack)
+            for open_entry in self.stack:
+                open_entry[3] = True
+            entry[3] = True
+        self.stack.append(entry)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        _, start, indentation, needed = self.stack.pop()
+        if needed:
+            self.spans[node] = (start, self.offset, indentation)
+
+
+def _is_removal(replacement: object) -> bool:
+    return isinstance(replacement, cst.RemovalSentinel) or (
+        isinstance(replacement, cst.FlattenSentinel) and not replacement.nodes
+    )
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+class EditRenderer:
+    """Text edits of the fixes of one module."""
+
+    def __init__(self, module: cst.Module, fixes: Sequence[Fix]) -> None:
+        self.module = module
+        state = _LayoutState(
+            default_indent=module.default_indent,
+            default_newline=module.default_newline,
+            targets=frozenset(node for fix in fixes for node in fix.changes),
+        )
+        module._codegen(state)
+        self.code = "".join(state.tokens)
+        self.spans = state.spans
+        self.ancestors = state.ancestors
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.code)]
+
+    def edits(self, fix: Fix) -> tuple[Edit, ...]:
+        """The fix as the smallest text edits of the module's code, one per changed region."""
+        roots = {}
+        for node in fix.changes:
+            chain = (*self.ancestors[node], node)
+            roots[chain[self._root(chain, fix.changes)]] = chain
+        # A root inside another root is rendered with it (the outer replacement wins, as when
+        # the fix is applied to the tree).
+        outermost = [r for r, chain in roots.items() if not any(a in roots for a in chain[: chain.index(r)])]
+        edits = [edit for root in outermost for edit in self._render(root, fix.changes)]
+        return tuple(sorted(edits, key=lambda e: (e.start, e.end)))
+
+    def _root(self, chain: tuple[cst.CSTNode, ...], changes: Mapping) -> int:
+        """The index in ``chain`` of the node to render for a change of ``chain[-1]``: the
+        nearest node whose code does not depend on its parent beyond the indentation (a
+        statement in a body, an expression), and whose replacement fits where it stands."""
+        for k in range(len(chain) - 1, 0, -1):
+            node, parent = chain[k], chain[k - 1]
+            if self.spans[node][1] > len(self.code):
+                continue  # the last statement of a file without a final newline
+            replacement = changes.get(node, node)
+            if isinstance(node, cst.BaseStatement) and isinstance(parent, (cst.Module, cst.IndentedBlock)):
+                if not all(_is_removal(changes.get(s, s)) for s in parent.body):
+                    return k
+            elif (
+                isinstance(node, cst.BaseExpression)
+                and not isinstance(node, cst.BaseElement)
+                and isinstance(replacement, cst.CSTNode)
+            ):
+                return k
+        return 0
+
+    def _render(self, root: cst.CSTNode, changes: Mapping) -> list[Edit]:
+        start, end, indentation = self.spans[root]
+        replaced = root.visit(_ApplyChanges(changes))
+        state = CodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            indent_tokens=list(indentation),
+        )
+        if isinstance(replaced, cst.FlattenSentinel):
+            for node in replaced.nodes:
+                node._codegen(state)
+        elif isinstance(replaced, cst.CSTNode):
+            replaced._codegen(state)
+        new = "".join(state.tokens)
+        old = self.code[start:end]
+        if new == old:
+            return []
+        prefix = 0
+        limit = min(len(old), len(new))
+        while prefix < limit and old[prefix] == new[prefix]:
+            prefix += 1
+        suffix = 0
+        while suffix < limit - prefix and old[-1 - suffix] == new[-1 - suffix]:
+            suffix += 1
+        return [
+            Edit(
+                content=new[prefix : len(new) - suffix],
+                start=self._location(start + prefix),
+                end=self._location(end - suffix),
+            )
+        ]
+
+    def _location(self, offset: int) -> Location:
+        row = bisect.bisect_right(self.line_starts, offset)
+        return Location(row, offset - self.line_starts[row - 1] + 1)
 
 
 def render_edits(module: cst.Module, fix: Fix) -> tuple[Edit, ...]:
-    """The fix as one text edit of ``module``'s code: the changed span and its new content."""
-    before = module.code
-    after = module.visit(_ApplyChanges(dict(fix.changes))).code
-    start = 0
-    limit = min(len(before), len(after))
-    while start < limit and before[start] == after[start]:
-        start += 1
-    end = 0
-    while end < limit - start and before[len(before) - 1 - end] == after[len(after) - 1 - end]:
-        end += 1
-    return (
-        Edit(
-            content=after[start : len(after) - end],
-            start=_offset_to_location(before, start),
-            end=_offset_to_location(before, len(before) - end),
-        ),
-    )
+    """One fix as text edits of ``module``'s code (``EditRenderer`` does many at once)."""
+    return EditRenderer(module, [fix]).edits(fix)
 
 
 def _sort_key(finding: Finding):
@@ -238,44 +415,84 @@ def lint_module_source(
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
     ``source`` is bytes for a file (its encoding, BOM and line endings are kept) or text for
-    a notebook's joined cells. Findings come back sorted, with suppressed ones removed.
+    a notebook's joined cells. Findings come back sorted, with suppressed ones removed. A
+    rule that raises is reported in ``failures``, and contributes no finding and no fix.
     """
     try:
         module = parse(source)
     except Exception as error:  # any parse failure is a finding, never a crash
         return SourceResult([parse_error_finding(error)], source, source)
-    try:
-        return _lint_module(source, module, rules, fix_mode, with_edits)
-    except RecursionError:  # the visitors recurse once per nesting level
-        return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
+    failures: dict[str, BaseException] = {}
+    while True:
+        try:
+            result = _lint_module(source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures)
+        except RecursionError:  # the visitors recurse once per nesting level
+            return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
+        except _Restart:
+            continue  # without the rule that failed after other fixes were applied
+        result.failures = [RuleFailure.from_exception(code, error) for code, error in sorted(failures.items())]
+        return result
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits) -> SourceResult:
+class _Restart(Exception):
+    """A rule failed after fixes were applied: lint the file again from its source without it."""
+
+
+def _lint_module(source, module, rules, fix_mode, with_edits, failures) -> SourceResult:
     suppressions = find_suppressions(module.code)
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
-    for _ in range(MAX_FIX_PASSES):
-        findings, wrapper = run_rules(module, rules)
+    for pass_number in range(MAX_FIX_PASSES + 1):
+        known = len(failures)
+        findings, wrapper = run_rules(module, rules, failures)
+        if len(failures) > known and fixed_count:
+            raise _Restart
+        rules = [r for r in rules if r.code not in failures]
         findings = [f for f in findings if not suppressions.suppresses(f)]
         findings.sort(key=_sort_key)
         fixes = [f.fix for f in findings if f.fix is not None and f.fix.applicability in fix_mode]
-        if not fixes:
+        if not fixes or pass_number == MAX_FIX_PASSES:
             break
-        module, applied = apply_fixes(module, wrapper, fixes)
+        try:
+            module, applied = apply_fixes(module, wrapper, fixes)
+        except FixError as error:
+            failures[next(f.code for f in findings if f.fix is error.fix)] = error.error
+            raise _Restart from None
         if not applied:
             break
         fixed_count += applied
         suppressions = find_suppressions(module.code)
+    if with_edits:
+        findings = _with_edits(module, findings, failures)
+        if fixed_count and any(f.code in failures for f in findings):
+            raise _Restart
+        findings = [f for f in findings if f.code not in failures]
     for finding in findings:
         if finding.fix is not None:
-            edits = render_edits(module, finding.fix) if with_edits else ()
-            finding.fix = dataclasses.replace(finding.fix, changes={}, edits=edits)
+            finding.fix = dataclasses.replace(finding.fix, changes={})
     if fixed_count == 0:
         output = source
     else:
         output = module.bytes if isinstance(source, bytes) else module.code
     return SourceResult(_dedupe(findings), source, output, fixed_count)
+
+
+def _with_edits(module: cst.Module, findings: list[Finding], failures: dict[str, BaseException]) -> list[Finding]:
+    fixed = [f for f in findings if f.fix is not None]
+    if not fixed:
+        return findings
+    renderer = EditRenderer(module, [f.fix for f in fixed])
+    for finding in fixed:
+        try:
+            edits = renderer.edits(finding.fix)
+        except (RecursionError, MemoryError):
+            raise
+        except Exception as error:  # a replacement that cannot be generated
+            failures.setdefault(finding.code, error)
+            continue
+        finding.fix = dataclasses.replace(finding.fix, edits=edits)
+    return findings
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -290,6 +507,8 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
+    import difflib
+
     return "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"

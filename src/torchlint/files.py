@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-import pathspec
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 from torchlint.config import Settings
+
+if TYPE_CHECKING:
+    import pathspec
 
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 # Folders no one wants linted, skipped as ruff skips them.
@@ -34,11 +40,13 @@ def discover(paths: Iterable[Path], settings: Settings) -> list[Path]:
 
 
 def _gitignore_spec(directory: Path) -> pathspec.GitIgnoreSpec | None:
-    file = directory / ".gitignore"
     try:
-        return pathspec.GitIgnoreSpec.from_lines(file.read_text(encoding="utf-8", errors="replace").splitlines())
+        lines = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec  # only where a .gitignore exists
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _ancestor_ignores(top: Path) -> list[tuple[Path, pathspec.GitIgnoreSpec]]:
@@ -93,9 +101,17 @@ def _walk(top: Path, settings: Settings) -> Iterator[Path]:
             yield file
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class FileChanged(OSError):
+    """The file on disk is no longer what was read: another program changed it meanwhile."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never half
-    of one; the file's permissions are kept."""
+    of one; the file's permissions are kept. With ``expected``, the file is replaced only if
+    it still holds exactly those bytes (checked just before the replace, under an advisory lock
+    that other torchlint processes take too), else ``FileChanged`` is raised."""
+    import tempfile
+
     target = Path(os.path.realpath(path))
     mode = target.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".torchlint.tmp")
@@ -105,10 +121,28 @@ def write_atomic(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        with _locked(target):
+            # Read by name, under the lock: a process that replaced the file before we got
+            # the lock has left new content there, which is then not what we read.
+            if expected is not None and target.read_bytes() != expected:
+                raise FileChanged(f"{path} changed on disk")
+            os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    if fcntl is None:  # Windows: the content check alone
+        yield
+        return
+    with target.open("rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

@@ -1,16 +1,14 @@
-"""Output formats. Each takes the run's reports and returns the text to print."""
+"""Text output formats (text, concise, github, statistics). Each takes the run's reports and
+returns the text to print; JSON and SARIF are in ``output_json``."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path, PurePath
-from typing import Callable, Sequence
-from urllib.parse import quote
+from typing import Sequence
 
-from torchlint import __version__
-from torchlint.rule import Finding, Location, all_rules, rule_by_code
+from torchlint.rule import Applicability, Finding, rule_by_code
 from torchlint.runner import FileReport
+
 
 def rows(reports: Sequence[FileReport]) -> list[tuple[str, Finding]]:
     """Every finding with its path, sorted by path, (cell,) row and column."""
@@ -24,42 +22,57 @@ def _where(path: str, f: Finding) -> str:
     return f"{path}:{cell}{f.start.row}:{f.start.column}"
 
 
-def _line(path: str, f: Finding) -> str:
-    marker = " [*]" if f.fix is not None else ""
+def _fixable(f: Finding, unsafe_fixes: bool) -> bool:
+    """Whether ``--fix`` (with ``--unsafe-fixes`` when given) would apply the finding's fix."""
+    return f.fix is not None and (f.fix.applicability == Applicability.SAFE or unsafe_fixes)
+
+
+def _line(path: str, f: Finding, unsafe_fixes: bool = False) -> str:
+    marker = " [*]" if _fixable(f, unsafe_fixes) else ""
     return f"{_where(path, f)}: {f.code}{marker} {f.message}"
 
 
-def summary(reports: Sequence[FileReport], fix_hint: bool = True) -> str:
+def summary(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
+    """The closing lines: counts, what ``--fix`` would do, and internal errors. A fix counts
+    as done only when its file was written."""
     findings = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed_count for r in reports)
+    errors = sum(len(r.errors) for r in reports)
     lines = []
     if findings:
         n = len(findings)
         lines.append(f"Found {n} error{'s' if n != 1 else ''}" + (f" ({fixed} fixed, {n} remaining)." if fixed else "."))
-        safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
-        unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "unsafe")
-        if fix_hint and safe:
-            lines.append(f"[*] {safe} fixable with the `--fix` option.")
-        if fix_hint and unsafe:
-            lines.append(f"{unsafe} hidden fix{'es' if unsafe != 1 else ''} can be enabled with the `--unsafe-fixes` option.")
+        fixable = sum(1 for f in findings if _fixable(f, unsafe_fixes))
+        hidden = sum(1 for f in findings if f.fix is not None and not _fixable(f, unsafe_fixes))
+        if fixable:
+            lines.append(f"[*] {fixable} fixable with the `--fix` option.")
+        if hidden:
+            lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option.")
     elif fixed:
         lines.append(f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining).")
-    else:
+    elif not errors:
         lines.append("All checks passed!")
+    if errors:
+        lines.append(
+            f"{errors} internal error{'s' if errors != 1 else ''} (reported above): "
+            "some files were not fully checked."
+        )
     return "\n".join(lines)
 
 
-def format_concise(reports: Sequence[FileReport]) -> str:
-    lines = [_line(p, f) for p, f in rows(reports)]
-    return "\n".join(lines + [summary(reports)])
+def format_concise(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
+    lines = [_line(p, f, unsafe_fixes) for p, f in rows(reports)]
+    return "\n".join(lines + [summary(reports, unsafe_fixes)])
 
 
-def format_text(reports: Sequence[FileReport], sources: dict[str, list[str]] | None = None) -> str:
+def format_text(
+    reports: Sequence[FileReport], sources: dict[str, list[str]] | None = None, unsafe_fixes: bool = False
+) -> str:
     """One line per finding followed by the source line it points at and, where the rule can
     fix it, what the fix does."""
     blocks = []
     for path, f in rows(reports):
-        block = [_line(path, f)]
+        block = [_line(path, f, unsafe_fixes)]
         lines = (sources or {}).get(path, [])
         if f.cell is None and 0 < f.start.row <= len(lines):
             source_line = lines[f.start.row - 1].rstrip("\r\n")
@@ -71,45 +84,23 @@ def format_text(reports: Sequence[FileReport], sources: dict[str, list[str]] | N
             note = "" if f.fix.applicability == "safe" else " (unsafe)"
             block.append(f"   = help: {f.fix.message}{note}")
         blocks.append("\n".join(block))
-    return "\n\n".join(blocks + [summary(reports)])
+    return "\n\n".join(blocks + [summary(reports, unsafe_fixes)])
 
 
-def _loc(location: Location) -> dict:
-    return {"row": location.row, "column": location.column}
-
-
-def finding_json(path: str, f: Finding) -> dict:
-    fix = None
-    if f.fix is not None:
-        fix = {
-            "applicability": f.fix.applicability.value,
-            "message": f.fix.message,
-            "edits": [{"content": e.content, "location": _loc(e.start), "end_location": _loc(e.end)} for e in f.fix.edits],
-        }
-    entry = {
-        "code": f.code,
-        "message": f.message,
-        "filename": path,
-        "location": _loc(f.start),
-        "end_location": _loc(f.end),
-        "noqa_row": f.start.row,
-        "url": rule_by_code(f.code).url(),
-        "fix": fix,
-    }
-    if f.cell is not None:
-        entry["cell"] = f.cell
-    return entry
-
-
-def format_json(reports: Sequence[FileReport]) -> str:
-    return json.dumps([finding_json(p, f) for p, f in rows(reports)], indent=2)
-
-
-def format_statistics(reports: Sequence[FileReport]) -> str:
+def format_statistics(reports: Sequence[FileReport], output_format: str = "text", unsafe_fixes: bool = False) -> str:
+    """Findings counted per rule: a table, or with ``json`` an array as ruff gives it."""
     counts = Counter(f.code for r in reports for f in r.findings)
-    fixable = {f.code for r in reports for f in r.findings if f.fix is not None}
+    fixable = {f.code for r in reports for f in r.findings if _fixable(f, unsafe_fixes)}
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if output_format == "json":
+        import json
+
+        return json.dumps(
+            [{"code": code, "name": rule_by_code(code).name, "count": n, "fixable": code in fixable} for code, n in ordered],
+            indent=2,
+        )
     lines = []
-    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    for code, n in ordered:
         marker = "[*]" if code in fixable else "   "
         lines.append(f"{n:>5}\t{code}\t{marker} {rule_by_code(code).name}")
     return "\n".join(lines)
@@ -134,105 +125,7 @@ def format_github(reports: Sequence[FileReport]) -> str:
             where = ""
             message = f"cell {f.cell}:{f.start.row}:{f.start.column}: {f.code} {f.message}"
         lines.append(f"::error file={_escape(path, True)},{where}{title}::{_escape(message)}")
+    for error in (e for r in reports for e in r.errors):
+        title = _escape("torchlint internal error" if error.code else "torchlint error", True)
+        lines.append(f"::error file={_escape(error.path, True)},title={title}::{_escape(error.message)}")
     return "\n".join(lines)
-
-
-# --- SARIF 2.1.0 ------------------------------------------------------------------------
-
-SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-PROJECT_URL = "https://github.com/torchlint/torchlint"
-
-
-def _sarif_rule(rule) -> dict:
-    docs = rule.documentation()
-    return {
-        "id": rule.code,
-        "name": rule.name,
-        "shortDescription": {"text": rule.message},
-        "fullDescription": {"text": docs, "markdown": docs},
-        "help": {"text": docs, "markdown": docs},
-        "helpUri": rule.url(),
-        "defaultConfiguration": {"level": "error"},
-    }
-
-
-def _sarif_region(start: Location, end: Location) -> dict:
-    # SARIF's endColumn is the column after the region, as ours is.
-    return {"startLine": start.row, "startColumn": start.column, "endLine": end.row, "endColumn": end.column}
-
-
-def _sarif_artifact(path: str) -> dict:
-    pure = PurePath(path)
-    if pure.is_absolute():
-        return {"uri": pure.as_uri()}
-    return {"uri": quote(pure.as_posix()), "uriBaseId": "%SRCROOT%"}
-
-
-def _sarif_result(path: str, f: Finding, rule_index: dict[str, int]) -> dict:
-    artifact = _sarif_artifact(path)
-    result = {"ruleId": f.code, "ruleIndex": rule_index[f.code], "level": "error", "message": {"text": f.message}}
-    if f.cell is not None:
-        # Rows within a notebook cell are not a region of the notebook file: the location is
-        # the file, named down to the cell as a logical location, with the region within the
-        # cell as a property. Fixes of cells are text edits of the cell, so none are given.
-        result["message"]["text"] = f"cell {f.cell}:{f.start.row}:{f.start.column}: {f.message}"
-        result["locations"] = [
-            {
-                "physicalLocation": {"artifactLocation": artifact},
-                "logicalLocations": [{"name": f"cell {f.cell}", "kind": "notebookCell"}],
-                "properties": {"cell": f.cell, "cellRegion": _sarif_region(f.start, f.end)},
-            }
-        ]
-        return result
-    result["locations"] = [{"physicalLocation": {"artifactLocation": artifact, "region": _sarif_region(f.start, f.end)}}]
-    if f.fix is not None and f.fix.edits:
-        replacements = [
-            {"deletedRegion": _sarif_region(e.start, e.end), "insertedContent": {"text": e.content}} for e in f.fix.edits
-        ]
-        result["fixes"] = [
-            {
-                "description": {"text": f.fix.message},
-                "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}],
-                "properties": {"applicability": f.fix.applicability.value},
-            }
-        ]
-    return result
-
-
-def format_sarif(reports: Sequence[FileReport]) -> str:
-    """A SARIF 2.1.0 log for code scanning: every rule's metadata and one result per finding."""
-    rules = all_rules()
-    rule_index = {rule.code: i for i, rule in enumerate(rules)}
-    errors = [error for r in reports for error in r.errors]
-    run = {
-        "tool": {
-            "driver": {
-                "name": "torchlint",
-                "version": __version__,
-                "informationUri": PROJECT_URL,
-                "rules": [_sarif_rule(rule) for rule in rules],
-            }
-        },
-        "invocations": [
-            {
-                "executionSuccessful": not errors,
-                "toolExecutionNotifications": [{"level": "error", "message": {"text": e}} for e in errors],
-            }
-        ],
-        # Paths are relative to the folder torchlint ran in; columns count characters.
-        "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri().rstrip("/") + "/"}},
-        "columnKind": "unicodeCodePoints",
-        "results": [_sarif_result(path, f, rule_index) for path, f in rows(reports)],
-    }
-    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2)
-
-
-FORMATS: dict[str, Callable[..., str]] = {
-    "text": format_text,
-    "concise": format_concise,
-    "json": format_json,
-    "sarif": format_sarif,
-    "github": format_github,
-}
-# Formats that show each fix's edits, which the engine then renders.
-FORMATS_WITH_EDITS = frozenset({"json", "sarif"})

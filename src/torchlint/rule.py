@@ -81,6 +81,9 @@ class RuleContext:
         self.wrapper = wrapper
         self.module = wrapper.module
         self.findings: list[Finding] = []
+        # Rules that raised on this file, by code: the first exception of each. A failed
+        # rule is skipped for the rest of the traversal and its findings are dropped.
+        self.failures: dict[str, BaseException] = {}
 
     @cached_property
     def semantic(self) -> SemanticModel:
@@ -128,7 +131,10 @@ class Rule(cst.BatchableCSTVisitor):
         # LibCST finds these with inspect.getmembers on every instance, for every file, which
         # also evaluates properties (and so built the semantic model for files no rule asked
         # about). The names are a fact of the class: find them once.
-        return {name: getattr(self, name) for name in _visitor_names(type(self))}
+        # A batched traversal stops at the first exception of any visitor, so each callable
+        # is guarded: an exception (in the rule or in the facts it asks for) disables this
+        # rule for the rest of the file, and the other rules go on.
+        return {name: _isolated(self, getattr(self, name)) for name in _visitor_names(type(self))}
 
     @classmethod
     def documentation(cls) -> str:
@@ -147,6 +153,23 @@ class Rule(cst.BatchableCSTVisitor):
     @classmethod
     def url(cls) -> str:
         return DOCS_URL.format(anchor=f"{cls.code}-{cls.name}".lower())
+
+
+def _isolated(rule: Rule, method: Callable) -> Callable:
+    """``method`` of ``rule``, recording its first exception and skipped from then on."""
+    failures, code = rule.context.failures, rule.code
+
+    def call(node: cst.CSTNode) -> None:
+        if code in failures:
+            return
+        try:
+            method(node)
+        except (RecursionError, MemoryError):
+            raise  # the file is too deep or too big for any rule: the engine says so
+        except Exception as error:
+            failures[code] = error
+
+    return call
 
 
 @lru_cache(maxsize=None)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 from torchlint import cache
 from torchlint.config import Settings
 from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source, unified_diff
-from torchlint.files import write_atomic
+from torchlint.files import FileChanged, write_atomic
 from torchlint.rule import Applicability, Finding, Location
 
 
@@ -24,13 +24,26 @@ class RunOptions:
     use_cache: bool = True
 
 
+@dataclass(frozen=True)
+class RunError:
+    """Something that kept a file from being fully checked or fixed (exit status 2)."""
+
+    path: str
+    message: str
+    code: str | None = None  # the rule that raised, for an internal error in a rule
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
 @dataclass
 class FileReport:
     path: str
     findings: list[Finding] = field(default_factory=list)
-    fixed_count: int = 0
+    fixed_count: int = 0  # fixes written (or, on standard input, printed)
     diff: str = ""
-    errors: list[str] = field(default_factory=list)
+    errors: list[RunError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def display_path(path: Path) -> str:
@@ -69,18 +82,29 @@ def check_file(path: Path, settings: Settings, options: RunOptions) -> FileRepor
         if cached is not None:
             return FileReport(shown, cached)
     result = lint_source(source, path, settings, options)
-    report = FileReport(shown, result.findings, result.fixed_count)
+    report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
+    report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
     if result.fixed_source != source:
         if options.diff:
             report.diff = unified_diff(_text(source), _text(result.fixed_source), shown)
         if options.write:
             try:
-                write_atomic(path, result.fixed_source)
+                write_atomic(path, result.fixed_source, expected=source)
+            except FileChanged:
+                report.warnings.append(f"{shown}: changed on disk while it was being fixed; left as it is")
+                _unfixed(report, source, path, settings, options)
             except OSError as error:
-                report.errors.append(f"{shown}: cannot write the fixed file: {error.strerror or error}")
-    elif key is not None:
+                report.errors.append(RunError(shown, f"cannot write the fixed file: {error.strerror or error}"))
+                _unfixed(report, source, path, settings, options)
+    elif key is not None and not result.failures:
         cache.store(settings.root, key, result.findings)
     return report
+
+
+def _unfixed(report: FileReport, source: bytes, path: Path, settings: Settings, options: RunOptions) -> None:
+    """The file was not written: report what it still holds, and no fix as done."""
+    result = lint_source(source, path, settings, dataclasses.replace(options, fix_mode=FixMode.NONE))
+    report.findings, report.fixed_count = result.findings, 0
 
 
 def _text(data: bytes | str) -> str:
@@ -92,13 +116,35 @@ def _check_one(args: tuple[Path, Settings, RunOptions]) -> FileReport:
     try:
         return check_file(*args)
     except Exception as error:  # a bug of ours must not hide the other files' findings
-        return FileReport(display_path(path), errors=[f"{display_path(path)}: internal error: {type(error).__name__}: {error}"])
+        shown = display_path(path)
+        return FileReport(shown, errors=[RunError(shown, f"internal error: {type(error).__name__}: {error}")])
 
 
-def check_files(files: Sequence[Path], settings: Settings, options: RunOptions, jobs: int | None) -> list[FileReport]:
+def check_files(
+    files: Sequence[Path],
+    settings: Settings,
+    options: RunOptions,
+    jobs: int | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[FileReport]:
+    """Each file's report, in order; ``progress(done, total)`` is called as files finish."""
     jobs = jobs or os.cpu_count() or 1
     tasks = [(f, settings, options) for f in files]
+    reports: list[FileReport] = []
     if jobs <= 1 or len(files) < 2 * jobs:
-        return [_check_one(t) for t in tasks]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4))))
+        results: Iterable[FileReport] = map(_check_one, tasks)
+        pool = None
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=jobs)
+        results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
+    try:
+        for report in results:
+            reports.append(report)
+            if progress is not None:
+                progress(len(reports), len(tasks))
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return reports

@@ -6,6 +6,7 @@ lint path never pays for it and a missing extra gets a clear message.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -29,3 +30,6 @@ def command(stdio: bool) -> None:
         )
         sys.exit(2)
     create_server().start_io()
+    # The client closed the connection: exit at once, whatever lint is still running.
+    sys.stdout.flush()
+    os._exit(0)

@@ -11,8 +11,10 @@ once per configuration file and reloaded when one changes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import sys
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,13 +25,15 @@ from urllib.parse import urlparse
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
-from torchlint.engine import INVALID_FILE, FixMode, lint_module_source
+from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, lint_module_source
 from torchlint.rule import Applicability, Finding, Location
 
 SOURCE = "torchlint"
@@ -150,9 +154,55 @@ def _wanted(kind: str, only: Sequence[str] | None) -> bool:
 # --- the server ------------------------------------------------------------------------
 
 
+async def in_thread(function, *args):
+    """``function(*args)`` in a daemon thread: unlike ``asyncio.to_thread``, a lint still
+    running when the editor says ``exit`` (or closes the pipe) does not hold up the exit."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, error) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = function(*args), None
+        except BaseException as exc:  # handed to the awaiting task
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:
+            pass  # the loop is closed: the server is exiting
+
+    threading.Thread(target=work, name="torchlint-lint", daemon=True).start()
+    return await future
+
+
+class _Answered(Exception):
+    """A malformed request that has already been answered with a JSON-RPC error."""
+
+
+class TorchlintProtocol(LanguageServerProtocol):
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            # A request whose params do not fit its method: answer it, as JSON-RPC asks,
+            # rather than only logging it and leaving the client waiting.
+            if "method" in data and data.get("id") is not None:
+                self._send_response(data["id"], error=error.to_response_error())
+                raise _Answered from error
+            raise
+
+
 class TorchlintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "torchlint",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=TorchlintProtocol,
+        )
         self.settings = SettingsCache()
         self.pending: dict[str, asyncio.Task] = {}  # debounced lints not started yet, by uri
         self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
@@ -195,13 +245,16 @@ class TorchlintServer(LanguageServer):
             if snapshot is None:
                 return
             try:
-                diagnostics = await asyncio.to_thread(self.lint, snapshot)
+                diagnostics, failures = await in_thread(self.lint, snapshot)
             except ConfigError as error:
                 self.show_error(f"torchlint: {error}")
-                diagnostics = []
+                diagnostics, failures = [], []
             except Exception as error:  # a bug of ours must not take the server down
                 self.show_error(f"torchlint: internal error on {snapshot.path or uri}: {type(error).__name__}: {error}")
                 return
+        for failure in failures:
+            # As ruff's server does with a panic: the details in the log, the user told once.
+            self.show_error(f"torchlint: {snapshot.path or uri}: {failure.describe()}")
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != snapshot.version:
             return  # closed, or edited meanwhile: the newer version's lint publishes
@@ -210,14 +263,15 @@ class TorchlintServer(LanguageServer):
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version)
         )
 
-    def lint(self, snapshot: Snapshot) -> list[types.Diagnostic]:
-        """Runs in a worker thread."""
+    def lint(self, snapshot: Snapshot) -> tuple[list[types.Diagnostic], list[RuleFailure]]:
+        """The document's diagnostics, and the rules that failed on it; runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
-            return []
+            return [], []
         result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, with_edits=True)
         lines = split_lines(snapshot.text)
-        return [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
+        diagnostics = [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
+        return diagnostics, result.failures
 
     def fix_safely(self, snapshot: Snapshot) -> str:
         """The document with every safe fix applied; runs in a worker thread."""
@@ -287,12 +341,22 @@ class TorchlintServer(LanguageServer):
         snapshot = self.snapshot(uri)
         if snapshot is None:
             return None
-        fixed = await asyncio.to_thread(self.fix_safely, snapshot)
+        fixed = await in_thread(self.fix_safely, snapshot)
         current = self.workspace.text_documents.get(uri)
         if fixed == snapshot.text or current is None or current.version != snapshot.version:
             return None  # nothing to fix, or the text changed while it was being fixed
         edit = whole_document_edit(snapshot.text, fixed, self.workspace.position_codec)
         return self.workspace_edit(uri, snapshot.version, [edit])
+
+    def report_server_error(self, error: Exception, source) -> None:
+        if isinstance(error, _Answered):
+            return
+        if isinstance(error, json.JSONDecodeError):
+            # Not JSON at all: no id can be known, so the error response has none.
+            error = JsonRpcParseError()
+            self.protocol._send_data({"jsonrpc": "2.0", "id": None, "error": {"code": error.code, "message": error.message}})
+            return
+        super().report_server_error(error, source)
 
     @property
     def resolves_edits(self) -> bool:
@@ -307,6 +371,12 @@ def _is_safe_fix(diagnostic: types.Diagnostic) -> bool:
 
 def create_server() -> TorchlintServer:
     server = TorchlintServer()
+
+    @server.feature(types.EXIT)
+    def exit(ls: TorchlintServer, params: None) -> None:
+        # Exit now, even while a lint is running: what is left of it is of no use to anyone.
+        sys.stdout.flush()
+        os._exit(0 if ls.protocol._shutdown else 1)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:

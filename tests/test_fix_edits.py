@@ -1,0 +1,126 @@
+"""Fixes as text edits (what JSON, SARIF and the editor apply) mean exactly what the engine's
+CST fixes do: a property checked on every rule fixture that has a fix."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import pytest
+
+from rule_fixtures import cases
+from torchlint.config import select_rules
+from torchlint.engine import EditRenderer, FixMode, _apply, apply_fixes, lint_module_source, render_edits, run_rules
+from torchlint.rule import Edit, Fix
+
+FIXED = [c for c in cases() if c.is_bad and c.fixed_path.exists()]
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def apply_edits(text: str, edits) -> str:
+    """Apply non-overlapping text edits (1-based rows and columns in characters)."""
+    starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def offset(location) -> int:
+        return starts[location.row - 1] + location.column - 1
+
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        text = text[: offset(edit.start)] + edit.content + text[offset(edit.end) :]
+    return text
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)
+def test_each_fix_as_edits_equals_the_fix_applied_to_the_tree(case):
+    module = cst.parse_module(case.path.read_bytes())
+    findings, _ = run_rules(module, select_rules([case.code], [], []))
+    fixes = [f.fix for f in findings if f.fix is not None]
+    assert fixes
+    renderer = EditRenderer(module, fixes)
+    for fix in fixes:
+        edits = renderer.edits(fix)
+        assert edits, f"{fix.message}: no edits"
+        assert apply_edits(module.code, edits) == _apply(module, [fix]).code
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)
+def test_applying_the_reported_edits_until_stable_gives_the_fixed_file(case):
+    # What an editor's "apply every fix" does: the findings' edits, pass after pass.
+    rules = select_rules([case.code], [], [])
+    text = case.path.read_text()
+    for _ in range(10):
+        result = lint_module_source(text, rules, FixMode.NONE, with_edits=True)
+        taken: list[Edit] = []
+        for finding in result.findings:
+            edits = finding.fix.edits if finding.fix is not None else ()
+            if edits and not any(_overlap(e, t) for e in edits for t in taken):
+                taken.extend(edits)
+        if not taken:
+            break
+        text = apply_edits(text, taken)
+    assert text == case.fixed_path.read_text()
+
+
+def _overlap(a: Edit, b: Edit) -> bool:
+    return not (a.end <= b.start or b.end <= a.start) or a.start == b.start
+
+
+def _module_and_fix(code: str, pick, replacement) -> tuple[cst.Module, Fix]:
+    module = cst.parse_module(code)
+    return module, Fix("test", {pick(module): replacement})
+
+
+SHAPES = [
+    # (code, the node to change, its replacement)
+    ("x = 1\n", lambda m: m.body[0].body[0].value, cst.Name("y")),
+    ("def f():\n    a = 1\n    b = 2\n", lambda m: m.body[0].body.body[1], cst.RemovalSentinel.REMOVE),
+    ("def f():\n    a = 1\n", lambda m: m.body[0].body.body[0], cst.RemovalSentinel.REMOVE),  # empties the body
+    (
+        "if x:\n    # lead\n    a = 1\n",
+        lambda m: m.body[0].body.body[0],
+        cst.FlattenSentinel([cst.parse_statement("b = 2\n"), cst.parse_statement("for i in y:\n    c()\n")]),
+    ),
+    ("a = 1\nb = 2", lambda m: m.body[1], cst.RemovalSentinel.REMOVE),  # no final newline
+    ("a = 1\nb = 2", lambda m: m.body[1], cst.parse_statement("c = 3\n")),
+    ("f(a, b)\n", lambda m: m.body[0].body[0].value.args[1], cst.RemovalSentinel.REMOVE),
+    ("f(a, b)\n", lambda m: m.body[0].body[0].value.args[1], cst.Arg(cst.Name("c"))),
+    ("f(a)\n", lambda m: m.body[0].body[0].value.args[0], cst.FlattenSentinel([cst.Arg(cst.Name("b")), cst.Arg(cst.Name("c"))])),
+    ("if a:\n    pass\nelif b:\n    pass\n", lambda m: m.body[0].orelse, cst.parse_statement("if c:\n    pass\n")),
+    ("x = (1 +\n     2)\n", lambda m: m.body[0].body[0].value, cst.Name("y")),
+    ("class A:\n    def f(self):\n        return (\n            1)\n", lambda m: m.body[0].body.body[0].body.body[0],
+     cst.parse_statement("return (\n    2)\n")),
+    ("a = 1\r\nb = 2\r\n", lambda m: m.body[1], cst.FlattenSentinel([cst.parse_statement("c = 3\n"), cst.parse_statement("d = 4\n")])),
+    ("a = 1\rb = 2\r", lambda m: m.body[1].body[0].value, cst.Integer("5")),
+    ("def f():\n\tif x:\n\t\treturn 1\n", lambda m: m.body[0].body.body[0].body.body[0], cst.parse_statement("y = 2\n")),
+]
+
+
+@pytest.mark.parametrize("code, pick, replacement", SHAPES)
+def test_edits_of_every_kind_of_change(code, pick, replacement):
+    module, fix = _module_and_fix(code, pick, replacement)
+    assert apply_edits(module.code, render_edits(module, fix)) == _apply(module, [fix]).code
+
+
+def test_nested_changes_of_one_fix_render_as_the_tree_applies_them():
+    module = cst.parse_module("def f():\n    g(a)\n")
+    statement = module.body[0].body.body[0]
+    name = statement.body[0].value.args[0].value
+    fix = Fix("test", {statement: cst.parse_statement("h()\n"), name: cst.Name("b")})
+    assert apply_edits(module.code, render_edits(module, fix)) == _apply(module, [fix]).code
+
+
+def test_edits_are_small_and_separate_for_distant_changes():
+    module = cst.parse_module("a = 1\n" + "x = 0\n" * 50 + "b = 2\n")
+    fix = Fix("test", {module.body[0].body[0].value: cst.Integer("3"), module.body[-1].body[0].value: cst.Integer("4")})
+    first, second = render_edits(module, fix)
+    assert (first.content, first.start.row, second.content, second.start.row) == ("3", 1, "4", 52)
+
+
+def test_one_pass_of_all_fixes_equals_their_edits(tmp_path):
+    source = b"import torch\nfrom torch import nn\nm = nn.Linear(2, 2)\n" + b"torch.save(m, 'a')\n" * 30
+    module = cst.parse_module(source)
+    findings, wrapper = run_rules(module, select_rules(["TL501"], [], []))
+    fixes = [f.fix for f in findings]
+    fixed, applied = apply_fixes(module, wrapper, fixes)
+    renderer = EditRenderer(module, fixes)
+    assert applied == 30
+    assert apply_edits(module.code, [e for fix in fixes for e in renderer.edits(fix)]) == fixed.code

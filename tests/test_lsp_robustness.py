@@ -1,0 +1,138 @@
+"""The language server under a raw stdio client: it exits promptly while a lint is running,
+answers malformed requests with JSON-RPC errors, and reports a failing rule."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("pygls")
+
+BIG = "import torch\n" + "".join(f"x{i} = torch.zeros({i}).cuda()\n" for i in range(3000))
+BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\nboom()\ntorch.save(model, 'm.pt')\n"
+# A server whose TL801 raises on `boom()`: a deliberately failing rule.
+FAILING_SERVER = """
+import libcst as cst
+from torchlint.rule import rule_by_code
+rule = rule_by_code("TL801")
+original = rule.visit_Call
+def visit_Call(self, node):
+    if isinstance(node.func, cst.Name) and node.func.value == "boom":
+        raise ValueError("deliberate failure")
+    original(self, node)
+rule.visit_Call = visit_Call
+from torchlint.lsp.server import create_server
+create_server().start_io()
+"""
+
+
+class RawClient:
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.received: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        while True:
+            line = stdout.readline()
+            if not line:
+                return
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+                while stdout.readline().strip():
+                    pass
+                self.received.append(json.loads(stdout.read(length)))
+
+    def send(self, message: dict | str) -> None:
+        body = (message if isinstance(message, str) else json.dumps(message)).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def wait_for(self, predicate, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for message in list(self.received):
+                if predicate(message):
+                    return message
+            time.sleep(0.02)
+        raise AssertionError(f"no such message within {timeout} s: {self.received}")
+
+    def initialize(self) -> None:
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
+        self.wait_for(lambda m: m.get("id") == 1)
+        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+
+    def open(self, uri: str, text: str) -> None:
+        document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
+        self.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": document}})
+
+
+@pytest.fixture
+def client():
+    client = RawClient([sys.executable, "-m", "torchlint", "lsp"])
+    client.initialize()
+    yield client
+    if client.process.poll() is None:
+        client.process.kill()
+        client.process.wait()
+
+
+def _exit_time(client: RawClient, close) -> float:
+    client.open("file:///tmp/torchlint_big.py", BIG)  # a lint of several seconds starts
+    time.sleep(0.5)
+    start = time.monotonic()
+    close()
+    client.process.wait(timeout=60)
+    return time.monotonic() - start
+
+
+def test_exit_is_prompt_while_a_lint_runs(client):
+    client.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    client.wait_for(lambda m: m.get("id") == 2)
+    assert _exit_time(client, lambda: client.send({"jsonrpc": "2.0", "method": "exit"})) < 3
+    assert client.process.returncode == 0
+
+
+def test_closed_stdin_is_a_prompt_exit_while_a_lint_runs(client):
+    assert _exit_time(client, client.process.stdin.close) < 3
+
+
+def test_exit_without_shutdown_exits_1(client):
+    client.send({"jsonrpc": "2.0", "method": "exit"})
+    assert client.process.wait(timeout=10) == 1
+
+
+def test_a_request_with_malformed_params_gets_invalid_params(client):
+    client.send({"jsonrpc": "2.0", "id": 7, "method": "textDocument/codeAction", "params": {"bogus": 1}})
+    reply = client.wait_for(lambda m: m.get("id") == 7)
+    assert reply["error"]["code"] == -32602
+
+
+def test_a_message_that_is_not_json_gets_a_parse_error_and_the_server_goes_on(client):
+    client.send('{"jsonrpc": "2.0", "id": 8, "method": "shutdown", ')
+    reply = client.wait_for(lambda m: "error" in m and m.get("id", "absent") is None)
+    assert reply["error"]["code"] == -32700
+    client.send({"jsonrpc": "2.0", "id": 9, "method": "shutdown"})
+    assert client.wait_for(lambda m: m.get("id") == 9)["result"] is None
+
+
+def test_a_failing_rule_is_logged_and_shown_and_the_other_diagnostics_published():
+    client = RawClient([sys.executable, "-c", FAILING_SERVER])
+    try:
+        client.initialize()
+        client.open("file:///tmp/torchlint_failing.py", BAD)
+        published = client.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics")
+        assert [d["code"] for d in published["params"]["diagnostics"]] == ["TL501"]
+        expected = "torchlint_failing.py: internal error in rule TL801: ValueError: deliberate failure"
+        for method in ("window/logMessage", "window/showMessage"):
+            message = client.wait_for(lambda m: m.get("method") == method)
+            assert expected in message["params"]["message"] and message["params"]["type"] == 1
+    finally:
+        client.process.kill()
+        client.process.wait()
