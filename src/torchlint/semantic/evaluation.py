@@ -102,6 +102,12 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+def _receiver(call: cst.Call) -> str | None:
+    """``m`` in a method call ``m.f(...)``; None for a call by bare name (``train(model)``) or
+    of any other expression."""
+    return _code(call.func.value) if isinstance(call.func, cst.Attribute) else None
+
+
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, cst.Attribute):
         expr = expr.value
@@ -427,8 +433,7 @@ class EvaluationFacts:
         (Hugging Face returns it in eval mode)."""
         text = _code(model)
         if isinstance(model, cst.Name) and self._from_pretrained(model):
-            train_calls = [c for c in self.calls_by_name.get(TRAIN, ()) if _code(c.func.value) == text]
-            return not any(self._mode_call(c) == TRAIN for c in train_calls)
+            return not any(self._mode_call(c) == TRAIN for c in self.calls_by_name.get(TRAIN, ()) if _receiver(c) == text)
         if text.startswith("self.") and function is not None:
             cls = self._class_of(function)
             if cls is None:
@@ -438,7 +443,7 @@ class EvaluationFacts:
             calls = [c for name in (EVAL, TRAIN) for c in self.calls_by_name.get(name, ())]
         else:
             return False
-        modes = {self._mode_call(c) for c in calls if _code(c.func.value) == text}
+        modes = {self._mode_call(c) for c in calls if _receiver(c) == text}
         return EVAL in modes and TRAIN not in modes
 
     def _from_pretrained(self, name: cst.Name) -> bool:
