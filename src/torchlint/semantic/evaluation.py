@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
+from torchlint.semantic import MODULE_RETURNS_SELF
+
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
@@ -70,6 +72,18 @@ _GRAD_CONTEXT_TEXT = ("no_grad", "inference_mode", "set_grad_enabled", "enable_g
 _LOADS = frozenset({"torch.load", "torch.jit.load"})
 _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+# Layers and functions whose forward pass depends on train/eval mode.
+_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
+_MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_BUILDING_BUILTINS = frozenset({"getattr", "eval", "exec", "__import__", "globals", "locals", "vars"})
+_LOADING = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.jit.script", "torch.jit.trace"})
+# Methods on a constructor's arguments that build no layer (``cfg.get("dim")``).
+_PLAIN_METHODS = frozenset(
+    {"get", "pop", "items", "keys", "values", "setdefault", "format", "lower", "upper", "split", "join", "strip",
+     "startswith", "endswith", "copy", "index", "count", "append", "extend", "insert", "register_buffer",
+     "register_parameter", "add_module", "apply", "size", "dim"}
+)
 
 
 def words(name: str) -> list[str]:
@@ -196,6 +210,8 @@ class _Scan(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.not_references.add(node.attr)
+        if node.attr.value == "training":
+            self.facts.training_reads.append(node)
         if node not in self.not_references:
             self.facts.attribute_references[node.attr.value] += 1
 
@@ -229,6 +245,8 @@ class EvaluationFacts:
         self.name_references: Counter[str] = Counter()
         self.attribute_references: Counter[str] = Counter()
         self.eval_data_names: list[cst.Name] = []
+        self.training_reads: list[cst.Attribute] = []
+        self._mode_free_classes: dict[cst.ClassDef, bool] = {}
         self._effects: dict[cst.FunctionDef, str | None] = {}
         self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
@@ -653,6 +671,175 @@ class EvaluationFacts:
             elif position == index:
                 return arg.value
         return None
+
+    # --- layers that train mode changes ------------------------------------------------
+
+    def known_mode_free(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether the module is known to hold no layer that train mode changes (dropout,
+        batch norm, ``RReLU``, transformer layers, a recurrent layer with dropout, code reading
+        ``self.training``): every value it can hold is built in this file, from ``torch.nn``
+        layers and local ``nn.Module`` classes whose layers are all visible."""
+        values = self._module_values(model, function, frozenset())
+        return bool(values) and all(self._built_mode_free(v, frozenset()) for v in values)
+
+    def _module_values(self, expr: cst.BaseExpression, function, seen: frozenset) -> list[cst.Call] | None:
+        """The calls that build the module ``expr`` holds; None when one of them is unknown."""
+        if expr in seen:
+            return None
+        seen = seen | {expr}
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in MODULE_RETURNS_SELF:
+                return self._module_values(func.value, function, seen)  # model.to(device)
+            return [expr]
+        if isinstance(expr, cst.Attribute):
+            values = self.model.values(expr) if isinstance(expr.value, cst.Name) and expr.value.value == "self" else []
+        elif isinstance(expr, cst.Name):
+            bindings = self.model.assignments(expr)
+            if any(isinstance(b.node, cst.Param) for b in bindings):
+                return self._argument_values(expr, function, seen)
+            if not all(b.node in self.model.bound_values for b in bindings):
+                return None  # a binding with no known value: a loop target, a ``with ... as``
+            values = self.model.values(expr)
+        else:
+            return None
+        found: list[cst.Call] = []
+        for value in values:
+            built = self._module_values(value, function, seen)
+            if built is None:
+                return None
+            found.extend(built)
+        return found or None
+
+    def _argument_values(self, name: cst.Name, function, seen: frozenset) -> list[cst.Call] | None:
+        """What every call of the function in the file passes for its parameter ``name``."""
+        for f in self._enclosing_functions(function):
+            if name.value not in [p.name.value for p in f.params.params]:
+                continue
+            sites = self.call_sites(f)
+            if not sites or self._referenced(f):
+                return None
+            found: list[cst.Call] = []
+            for site in sites:
+                argument = self._argument_for(site, f, name.value)
+                built = self._module_values(argument, self.function_of[site], seen) if argument is not None else None
+                if built is None:
+                    return None
+                found.extend(built)
+            return found
+        return None
+
+    def _built_mode_free(self, call: cst.Call, seen: frozenset) -> bool:
+        qname = self.model.qualified_name(call.func) or ""
+        if qname.startswith("torch.nn.") and qname.rpartition(".")[2][:1].isupper():
+            layer = qname.rpartition(".")[2]
+            if layer in _CONTAINERS:
+                return self._layer_mode_free(call) and all(self._contents_mode_free(a, seen) for a in call.args)
+            return self._layer_mode_free(call)
+        cls = self._local_definition(call.func, cst.ClassDef)
+        return cls is not None and self._class_mode_free(cls, seen)
+
+    def _contents_mode_free(self, arg: cst.Arg, seen: frozenset) -> bool:
+        """An argument of ``nn.Sequential``/``ModuleList``/``ModuleDict`` built at the call:
+        layers, or lists, tuples and dicts of them."""
+        value = arg.value
+        if arg.star or isinstance(value, (cst.Name, cst.Attribute)):
+            return False
+        if isinstance(value, cst.Call):
+            return self._built_mode_free(value, seen)
+        if isinstance(value, (cst.List, cst.Tuple)):
+            return all(self._contents_mode_free(cst.Arg(e.value), seen) for e in value.elements if isinstance(e, cst.Element))
+        if isinstance(value, cst.Dict):
+            return all(isinstance(e, cst.DictElement) and self._contents_mode_free(cst.Arg(e.value), seen) for e in value.elements)
+        return False
+
+    def _layer_mode_free(self, call: cst.Call) -> bool:
+        """A ``torch.nn`` layer that train mode does not change: not dropout, batch norm,
+        ``RReLU`` or a transformer layer, and no ``dropout=`` (recurrent layers, attention)."""
+        layer = (self.model.qualified_name(call.func) or "").rpartition(".")[2]
+        if _MODE_LAYERS.search(layer):
+            return False
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "dropout":
+                if not (isinstance(arg.value, (cst.Integer, cst.Float)) and float(arg.value.value) == 0):
+                    return False
+        return not (layer in ("RNN", "LSTM", "GRU") and len([a for a in call.args if a.keyword is None]) >= 6)
+
+    def _local_definition(self, func: cst.BaseExpression, kind: type) -> cst.CSTNode | None:
+        if not isinstance(func, cst.Name):
+            return None
+        bindings = self.model.assignments(func)
+        if len(bindings) == 1 and isinstance(bindings[0].node, kind):
+            return bindings[0].node
+        return None
+
+    def _class_mode_free(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+        """A local ``nn.Module`` subclass (of ``nn.Module`` or of such local classes) whose
+        every call builds or runs only layers that train mode does not change, and that never
+        reads ``self.training``."""
+        from torchlint.semantic import Kind
+
+        if cls in seen:
+            return True
+        if cls in self._mode_free_classes:
+            return self._mode_free_classes[cls]
+        seen = seen | {cls}
+        info = self.model.classes.get(cls)
+        free = info is not None and self.model.class_kind(info) is Kind.MODULE
+        free = free and not any(self._inside(t, cls) for t in self.training_reads)
+        for arg in cls.bases if free else ():
+            base = self._local_definition(arg.value, cst.ClassDef)
+            if base is not None:
+                free = free and self._class_mode_free(base, seen)
+            else:
+                free = free and self.model.qualified_name(arg.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+        methods = [f for f in self.functions if self._inside(f, cls)]
+        free = free and all(self._calls_mode_free(f, seen) for f in methods)
+        if len(seen) == 1:
+            self._mode_free_classes[cls] = free
+        return free
+
+    def _calls_mode_free(self, function: cst.FunctionDef, seen: frozenset) -> bool:
+        """Every call in a method (or in a local helper it calls) builds or runs only layers
+        that train mode does not change. In ``__init__`` and helpers, which build layers, a
+        call of an argument (``norm_layer(dim)``) or of an unknown method is unknown."""
+        if function in seen:
+            return True
+        seen = seen | {function}
+        builds = function.name.value == "__init__" or not self._is_method(function)
+        for call in self.calls_in.get(function, ()):
+            func = call.func
+            if not isinstance(func, (cst.Name, cst.Attribute)):
+                return False
+            qname = self.model.qualified_name(func) or ""
+            root = _root(func)
+            if qname.startswith("torch.nn.functional."):
+                if _MODE_FUNCTIONS.search(qname.rpartition(".")[2]):
+                    return False
+            elif qname.startswith("torch.nn.") and qname.rpartition(".")[2][:1].isupper():
+                if not self._layer_mode_free(call):
+                    return False
+            elif qname.startswith("torch."):
+                if qname in _LOADING:
+                    return False
+            elif qname.startswith("builtins."):
+                if qname.rpartition(".")[2] in _BUILDING_BUILTINS:
+                    return False
+            elif isinstance(root, cst.Name) and any(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in self.model.assignments(root)):
+                return False  # a layer from another package
+            elif isinstance(func, cst.Name):
+                defined = self._local_definition(func, (cst.ClassDef, cst.FunctionDef))
+                if isinstance(defined, cst.ClassDef):
+                    if self.model.class_kind(self.model.classes[defined]) is not None and not self._class_mode_free(defined, seen):
+                        return False
+                elif isinstance(defined, cst.FunctionDef):
+                    if not self._calls_mode_free(defined, seen):
+                        return False
+                elif builds:
+                    return False
+            elif builds and not (isinstance(root, cst.Name) and root.value == "self") and func.attr.value not in _PLAIN_METHODS:
+                return False
+        return True
 
     # --- finding the scopes -------------------------------------------------------------
 
