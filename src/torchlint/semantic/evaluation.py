@@ -56,6 +56,12 @@ _MODEL_WORDS = frozenset(
     {"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "generator", "discriminator", "cnn",
      "rnn", "lstm", "gru", "mlp", "autoencoder", "vae", "unet", "transformer", "student", "teacher"}
 )
+# First words of function names that act on a model rather than name one.
+_VERBS = frozenset(
+    {"load", "save", "get", "set", "build", "make", "create", "init", "initialize", "unwrap", "wrap", "prepare",
+     "setup", "compute", "run", "to", "from", "convert", "export", "apply", "register", "update", "freeze", "print",
+     "show", "log", "copy", "clone", "merge", "replace", "reset", "count"}
+)
 # Lightning hooks: the framework sets the mode and disables gradients around them.
 _FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_end)$|^on_\w+$")
 _FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
@@ -93,6 +99,12 @@ def words(name: str) -> list[str]:
 
 def is_model_name(name: str) -> bool:
     return any(w in _MODEL_WORDS or w.endswith(("net", "model")) for w in words(name))
+
+
+def _is_model_noun(name: str) -> bool:
+    """A model name that is not a verb phrase: ``best_model``, not ``unwrap_model`` or
+    ``load_darknet_weights``."""
+    return is_model_name(name) and words(name)[0] not in _VERBS
 
 
 def _maybe_eval_data(name: str) -> bool:
@@ -623,6 +635,8 @@ class EvaluationFacts:
             bindings = self.model.assignments(root)
             if any(isinstance(a.node, (cst.FunctionDef, cst.ClassDef, cst.Import, cst.ImportFrom)) for a in bindings):
                 return False  # a function, a class, or an imported module's attribute
+        if isinstance(expr, cst.Name) and self._holds_function(expr, function, frozenset()):
+            return False  # a plain function used as a model: `net = linreg`, `evaluate(net=softmax_regression)`
         kind = self.model.kind(expr)
         if kind is not None:
             return kind is Kind.MODULE
@@ -631,8 +645,30 @@ class EvaluationFacts:
         if isinstance(expr, cst.Name):
             if self._bound_to_load(expr) or self._param_given_module(expr, function):
                 return True
-            return is_model_name(expr.value)
-        return is_model_name(expr.attr.value)
+            return _is_model_noun(expr.value)
+        return _is_model_noun(expr.attr.value)
+
+    def _holds_function(self, name: cst.Name, function: cst.FunctionDef | None, seen: frozenset) -> bool:
+        """Whether a name may hold a plain function: it is bound to a ``def`` or a ``lambda``,
+        to another such name, or is a parameter that a call in the file passes one to."""
+        if name.value in seen:
+            return False
+        seen = seen | {name.value}
+        for binding in self.model.assignments(name):
+            if isinstance(binding.node, cst.FunctionDef):
+                return True
+            if isinstance(binding.node, cst.Param):
+                for f in self._enclosing_functions(function):
+                    if name.value in [p.name.value for p in f.params.params]:
+                        arguments = [self._argument_for(site, f, name.value) for site in self.call_sites(f)]
+                        return any(self._is_function_value(a, self.function_of[site], seen) for a, site in zip(arguments, self.call_sites(f)))
+                return False
+        return any(self._is_function_value(v, function, seen) for v in self.model.values(name))
+
+    def _is_function_value(self, expr: cst.BaseExpression | None, function, seen: frozenset) -> bool:
+        if isinstance(expr, cst.Lambda):
+            return True
+        return isinstance(expr, cst.Name) and self._holds_function(expr, function, seen)
 
     def _bound_to_load(self, name: cst.Name) -> bool:
         return any(
