@@ -55,9 +55,12 @@ class InferenceInTrainMode(Rule):
     docstring), or before the evaluation loop or inference statements. Where training can
     follow the evaluation (it runs inside an epoch loop, or before training in the same
     function) and nothing switches the model back, it also inserts `model.train()` right
-    after the evaluation, so the next training pass does not run in eval mode. The fix is
-    unsafe: it changes the numbers the evaluation computes (that is its point), and a caller
-    in another file that relied on the model staying in training mode would change too.
+    after the evaluation, so the next training pass does not run in eval mode. An evaluation
+    function that no code in the file calls (or that is passed around by name) may be
+    followed by training elsewhere: there the fix saves the mode
+    (`was_training = model.training`), calls `model.eval()`, and restores the mode in a
+    `finally:` block around the function's body. The fix is unsafe: it changes the numbers
+    the evaluation computes (that is its point).
 
     ## References
     - [`torch.nn.Module.eval`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval)
@@ -83,8 +86,12 @@ class InferenceInTrainMode(Rule):
     def _fix(self, scope, model: str) -> Fix | None:
         evaluation = self.semantic.evaluation
         start = evaluation.eval_insertion(scope)
+        if start is None:
+            return None
+        if scope.kind == "function" and not evaluation.bound_inside(scope) and evaluation.callers_unknown(scope.node):
+            return self._restoring_fix(scope.node, start, model)
         restores = evaluation.train_restores(scope)
-        if start is None or restores is None:
+        if restores is None:
             return None
         before = {start: [f"{model}.eval()"]}
         after: dict[cst.CSTNode, list[str]] = {}
@@ -101,3 +108,23 @@ class InferenceInTrainMode(Rule):
                 statement_now = statement
             changes[statement] = cst.FlattenSentinel([*inserted_before, statement_now, *inserted_after])
         return Fix(f"Call `{model}.eval()` before evaluating", changes, Applicability.UNSAFE)
+
+    def _restoring_fix(self, function: cst.FunctionDef, start: cst.BaseStatement, model: str) -> Fix | None:
+        """Where the function's callers are unknown (none in the file, or it is passed around),
+        what runs after it may be training: save the mode, evaluate, and restore it."""
+        if _SAVED_MODE in self.context.module.code_for_node(function):
+            return None
+        statements = list(function.body.body)
+        index = statements.index(start)
+        body = [statements[index].with_changes(leading_lines=()), *statements[index + 1 :]]
+        restored = cst.Try(
+            body=cst.IndentedBlock(body=body),
+            finalbody=cst.Finally(body=cst.IndentedBlock(body=[cst.parse_statement(f"{model}.train({_SAVED_MODE})\n")])),
+        )
+        saved = cst.parse_statement(f"{_SAVED_MODE} = {model}.training\n").with_changes(leading_lines=start.leading_lines)
+        new_body = [*statements[:index], saved, cst.parse_statement(f"{model}.eval()\n"), restored]
+        changes = {function: function.with_changes(body=function.body.with_changes(body=new_body))}
+        return Fix(f"Call `{model}.eval()` before evaluating and restore the previous mode after", changes, Applicability.UNSAFE)
+
+
+_SAVED_MODE = "was_training"

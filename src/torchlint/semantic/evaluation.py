@@ -499,7 +499,7 @@ class EvaluationFacts:
             if isinstance(ancestor, cst.With) and any(self._grad_context(item.item) for item in ancestor.items):
                 return True
             if isinstance(ancestor, cst.FunctionDef) and any(self._grad_context(d.decorator) for d in ancestor.decorators):
-                return True
+                return ancestor.asynchronous is None  # a decorator does not cover a coroutine's body
         function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
         if self._grad_switched_off(function, node) or (function is not None and self._grad_switched_off(None, None)):
             return True
@@ -1043,7 +1043,7 @@ class EvaluationFacts:
             return self.anchor(scope.node, scope.model, scope.function)
         if scope.kind == "statement":
             return scope.node
-        if self._bound_inside(scope):
+        if self.bound_inside(scope):
             return self.anchor(scope.forwards[0], scope.model, scope.function)
         body = scope.node.body
         if not isinstance(body, cst.IndentedBlock):
@@ -1054,7 +1054,12 @@ class EvaluationFacts:
             index += 1
         return statements[index]
 
-    def _bound_inside(self, scope: EvalScope) -> bool:
+    def callers_unknown(self, function: cst.FunctionDef) -> bool:
+        """No call of the function in the file, or it is passed around by name: what runs
+        after it returns is unknown."""
+        return not self.call_sites(function) or self._referenced(function)
+
+    def bound_inside(self, scope: EvalScope) -> bool:
         """The scope's model is created inside the evaluation function (not a parameter)."""
         root = _root(scope.model)
         if not isinstance(root, cst.Name) or root.value in [p.name.value for p in scope.node.params.params]:
@@ -1069,7 +1074,7 @@ class EvaluationFacts:
         if scope.kind != "function":
             anchor = self.anchor(scope.node if scope.kind == "loop" else scope.forwards[0], scope.model, scope.function)
             return [(anchor, model)] if self._leaks_into_training(anchor, scope.function, frozenset()) else []
-        if self._bound_inside(scope):
+        if self.bound_inside(scope):
             return []
         restores = []
         for site in self.call_sites(scope.node):
