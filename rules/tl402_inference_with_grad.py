@@ -37,7 +37,9 @@ class InferenceWithGrad(Rule):
 
     ## Fix safety
     The fix decorates an evaluation function with `@torch.no_grad()` (innermost, next to
-    `def`), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
+    `def`; not an `async def`, whose body such a decorator does not cover: there the
+    statements that run the model are wrapped, unless they `await`, since grad mode is per
+    thread and other coroutines would run with it off), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
     `import torch` where the file has none. It is safe: evaluation code that computes
     gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
@@ -65,7 +67,7 @@ class InferenceWithGrad(Rule):
         evaluation = self.semantic.evaluation
         no_grad, needs_import = evaluation.no_grad_call
         changes: dict[cst.CSTNode, cst.CSTNode] = {}
-        if scope.kind == "function":
+        if scope.kind == "function" and scope.node.asynchronous is None:
             decorator = cst.Decorator(cst.parse_expression(no_grad))
             changes[scope.node] = scope.node.with_changes(decorators=[*scope.node.decorators, decorator])
             message = f"Decorate `{scope.node.name.value}` with `@{no_grad}`"
@@ -73,6 +75,8 @@ class InferenceWithGrad(Rule):
             start = scope.node if scope.kind == "loop" else None
             for forward in with_grad:
                 statement = evaluation.anchor(start or forward, scope.model, scope.function)
+                if _awaits(statement):
+                    return None  # grad mode is per thread: other coroutines would run with it off
                 changes.setdefault(statement, _wrapped(statement, no_grad))
             message = f"Wrap in `with {no_grad}:`"
         if needs_import:
@@ -90,3 +94,23 @@ def _wrapped(statement: cst.BaseStatement, no_grad: str) -> cst.With:
         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
         leading_lines=statement.leading_lines,
     )
+
+
+def _awaits(statement: cst.BaseStatement) -> bool:
+    found = False
+
+    class Awaits(cst.CSTVisitor):
+        def visit_Await(self, node: cst.Await) -> None:
+            nonlocal found
+            found = True
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            found = found or node.asynchronous is not None
+
+        def visit_With(self, node: cst.With) -> None:
+            nonlocal found
+            found = found or node.asynchronous is not None
+
+    statement.visit(Awaits())
+    return found

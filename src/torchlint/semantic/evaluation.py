@@ -595,12 +595,24 @@ class EvaluationFacts:
             return True
         if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body):
             return True  # a module whose base class lives in another file
+        if cls.bases and self._holds_layers(info):
+            return True  # the same, building its layers in __init__
         for arg in cls.bases:
             if isinstance(arg.value, cst.Name):
                 for assignment in self.model.assignments(arg.value):
                     if isinstance(assignment.node, cst.ClassDef) and self._class_owns_mode(assignment.node, seen | {cls}):
                         return True
         return False
+
+    def _holds_layers(self, info) -> bool:
+        """A class that builds ``torch.nn`` layers into its attributes (``self.fc =
+        nn.Linear(...)``), wrappers such as ``DataParallel`` aside, or registers buffers."""
+        for values in info.attribute_values.values():
+            for value in values:
+                qname = self.model.qualified_name(value.func) if isinstance(value, cst.Call) else None
+                if qname and qname.startswith("torch.nn.") and not qname.startswith("torch.nn.parallel.") and qname[9:10].isupper():
+                    return True
+        return any(self._inside(c, info.node) and _receiver(c) == "self" for c in self.calls_by_name.get("register_buffer", ()))
 
     def _is_pytest_test(self, function: cst.FunctionDef) -> bool:
         """``test_*`` functions that no code in the file calls, in a file that imports a test
