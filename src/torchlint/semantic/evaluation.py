@@ -45,6 +45,7 @@ _EVAL_FUNCTION_WORDS = frozenset(
      "test", "testing", "predict", "prediction", "predictions", "infer", "inference", "accuracy",
      "visualize", "visualise", "estimate"}
 )
+_GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "decode", "decoding"})
 _EVAL_DATA_WORDS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"})
 _DATA_WORDS = frozenset(
     {"loader", "loaders", "dataloader", "dataloaders", "dl", "dls", "iter", "iterator", "batches", "batch", "set",
@@ -892,27 +893,64 @@ class EvaluationFacts:
     # --- finding the scopes -------------------------------------------------------------
 
     def _find_scopes(self) -> list[EvalScope]:
-        scopes = [s for s in map(self._function_scope, self.functions) if s is not None]
+        evaluation_functions = [f for f in self.functions if self._is_evaluation_function(f)]
+        scopes = [s for s in map(self._function_scope, evaluation_functions) if s is not None]
         functions = {s.node for s in scopes}
+        evaluation_loops = []
         for loop in self.loops:
             function = self.function_of[loop]
             if not isinstance(loop, cst.For) or not self.is_eval_data(loop.iter):
                 continue
-            if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
-                continue
             if (function is not None and self._framework_owned(function)) or self._trains_in(loop, function):
+                continue
+            evaluation_loops.append(loop)
+            if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
                 continue
             forwards = self._forwards(loop, function)
             if forwards:
                 scopes.append(EvalScope("loop", loop, function, forwards))
+        scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
+        functions = {s.node for s in scopes}
         scopes.extend(self._statement_scopes(scopes, functions))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 
+    def _is_evaluation_function(self, function: cst.FunctionDef) -> bool:
+        """Named for evaluation (``evaluate``, ``predict``...), or for generation (``generate``,
+        ``sample``, ``decode``) and called in the file, never inside a training loop; neither
+        owned by a framework nor training."""
+        name = set(words(function.name.value))
+        if not _EVAL_FUNCTION_WORDS & name:
+            if not _GENERATION_WORDS & name:
+                return False
+            sites = self.call_sites(function)
+            if not sites or self._referenced(function):
+                return False
+            for site in sites:
+                caller = self.function_of[site]
+                if self._training_loop(site, caller) is not None or (caller is not None and self._framework_owned(caller)):
+                    return False
+        if self._framework_owned(function):
+            return False
+        return not (self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls))
+
+    def _helper_scopes(self, scopes: list[EvalScope], regions: list[cst.CSTNode]) -> list[EvalScope]:
+        """Helpers (decoders, samplers) called only from evaluation code that runs no model
+        itself: ``evaluate`` calling ``greedy_decode(model, src)``."""
+        found = []
+        for function in self.functions:
+            sites = self.call_sites(function)
+            if function in regions or not sites or self._referenced(function) or self._framework_owned(function):
+                continue
+            if not all(any(self._inside(site, r) for r in regions) for site in sites):
+                continue
+            if any(self._inside(site, s.node) for site in sites for s in scopes) or self._function_trains(function):
+                continue
+            forwards = self._forwards(function, function)
+            if forwards and not any(self._inside(b, function) for b in self._backward_calls):
+                found.append(EvalScope("function", function, function, forwards))
+        return found
+
     def _function_scope(self, function: cst.FunctionDef) -> EvalScope | None:
-        if not _EVAL_FUNCTION_WORDS.intersection(words(function.name.value)) or self._framework_owned(function):
-            return None
-        if self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls):
-            return None
         forwards = self._forwards(function, function)
         if not forwards:
             return None
