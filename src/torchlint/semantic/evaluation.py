@@ -78,6 +78,9 @@ _GRAD_CONTEXTS = frozenset(
 _GRAD_CONTEXT_TEXT = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 _LOADS = frozenset({"torch.load", "torch.jit.load"})
 _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+_RANDOM_TENSORS = frozenset(
+    f"torch.{name}" for name in ("rand", "randn", "randint", "ones", "zeros", "empty", "full", "arange", "rand_like", "randn_like", "ones_like", "zeros_like")
+)
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
@@ -975,7 +978,7 @@ class EvaluationFacts:
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
                     continue
-                if not (self._after_load(call, loads, function) or self._on_eval_data(call)):
+                if not (self._after_load(call, loads, function) or self._on_eval_data(call)) or self._on_random_input(call):
                     continue
                 if not self.runs_module(model, function) or self._feeds_backward(call):
                     continue
@@ -988,6 +991,20 @@ class EvaluationFacts:
                 else:
                     groups[key] = EvalScope("statement", anchor, function, [call])
         return list(groups.values())
+
+    def _on_random_input(self, call: cst.Call) -> bool:
+        """A forward pass on made-up tensors only (``net(torch.rand(2, 20))``): a shape demo or
+        a check that the weights loaded, not inference."""
+        values = [a.value for a in call.args]
+        return bool(values) and all(self._random_tensor(v, frozenset()) for v in values)
+
+    def _random_tensor(self, expr: cst.BaseExpression, seen: frozenset) -> bool:
+        if isinstance(expr, cst.Call):
+            return self.model.qualified_name(expr.func) in _RANDOM_TENSORS
+        if isinstance(expr, cst.Name) and expr.value not in seen:
+            values = self.model.values(expr)
+            return bool(values) and all(self._random_tensor(v, seen | {expr.value}) for v in values)
+        return False
 
     def _loads(self, function: cst.FunctionDef | None) -> list[tuple[cst.CSTNode, str]]:
         """Weights loaded in a function's own body: ``m.load_state_dict(...)``, ``m = torch.load(...)``."""
