@@ -978,7 +978,7 @@ class EvaluationFacts:
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
                     continue
-                if not (self._after_load(call, loads, function) or self._on_eval_data(call)) or self._on_random_input(call):
+                if not (self._on_eval_data(call) or self._after_load(call, loads, function) and not self._on_random_input(call)):
                     continue
                 if not self.runs_module(model, function) or self._feeds_backward(call):
                     continue
