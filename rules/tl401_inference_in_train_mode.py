@@ -77,6 +77,8 @@ class InferenceInTrainMode(Rule):
         for scope in evaluation.scopes:
             if evaluation.known_mode_free(scope.model, scope.function):
                 continue  # train mode changes nothing
+            if not scope.core and not evaluation.known_mode_dependent(scope.model, scope.function):
+                continue  # generation and helpers: only models known to hold dropout or batch norm
             if evaluation.in_eval_mode(scope) or any(evaluation.eval_carries_over(r, scope) for r in reported):
                 continue
             reported.append(scope)

@@ -152,6 +152,9 @@ class EvalScope:
     node: cst.CSTNode  # the evaluation function, the loop, or the first statement that runs the model
     function: cst.FunctionDef | None  # the function the forward passes run in (None: module level)
     forwards: list[cst.Call]  # forward passes through the module there, in source order
+    # Found by name or data (evaluation functions and loops, inference statements); not a
+    # generation function or a helper reached from evaluation, which need more evidence.
+    core: bool = True
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -734,6 +737,39 @@ class EvaluationFacts:
         values = self._module_values(model, function, frozenset())
         return bool(values) and all(self._built_mode_free(v, frozenset()) for v in values)
 
+    def known_mode_dependent(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether the module is known to hold a layer that train mode changes: one of the
+        calls that build it is such a layer, or holds one among its arguments or, for a local
+        class, anywhere in the class."""
+        values = self._module_values(model, function, frozenset()) or []
+        return any(self._builds_mode_layer(v, frozenset()) for v in values)
+
+    def _builds_mode_layer(self, call: cst.Call, seen: frozenset) -> bool:
+        found = False
+        facts = self
+
+        class Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                nonlocal found
+                qname = facts.model.qualified_name(node.func) or ""
+                last = qname.rpartition(".")[2]
+                if qname.startswith("torch.nn.functional."):
+                    found = found or bool(_MODE_FUNCTIONS.search(last))
+                elif qname.startswith("torch.nn.") and last[:1].isupper():
+                    found = found or not facts._layer_mode_free(node)
+                else:
+                    cls = facts._local_definition(node.func, cst.ClassDef)
+                    if cls is not None and cls not in seen:
+                        found = found or facts._builds_mode_layer_in(cls, seen | {cls})
+
+        call.visit(Calls())
+        return found
+
+    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+        if any(self._inside(t, cls) for t in self.training_reads):
+            return True
+        return any(self._builds_mode_layer(c, seen) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
+
     def _module_values(self, expr: cst.BaseExpression, function, seen: frozenset) -> list[cst.Call] | None:
         """The calls that build the module ``expr`` holds; None when one of them is unknown."""
         if expr in seen:
@@ -950,7 +986,7 @@ class EvaluationFacts:
                 continue
             forwards = self._forwards(function, function)
             if forwards and not any(self._inside(b, function) for b in self._backward_calls):
-                found.append(EvalScope("function", function, function, forwards))
+                found.append(EvalScope("function", function, function, forwards, core=False))
         return found
 
     def _function_scope(self, function: cst.FunctionDef) -> EvalScope | None:
@@ -961,7 +997,8 @@ class EvaluationFacts:
         # is part of the training forward pass.
         if not any(self._inside(loop, function) for loop in self.loops) and any(map(self._feeds_backward, self.call_sites(function))):
             return None
-        return EvalScope("function", function, function, forwards)
+        core = bool(_EVAL_FUNCTION_WORDS.intersection(words(function.name.value)))
+        return EvalScope("function", function, function, forwards, core=core)
 
     def _forwards(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> list[cst.Call]:
         return [c for c in self.calls_in.get(function, ()) if self._inside(c, region) and self.runs_module(called_module(c), function)]
