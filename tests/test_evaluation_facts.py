@@ -449,3 +449,86 @@ evaluate(nn.Linear(4, 4), test_loader)
     )
     scope = evaluation.scopes[-1]
     assert evaluation.known_mode_free(scope.model, scope.function)
+
+
+# --- recall shapes and what they leave alone ---------------------------------------------
+
+
+def test_generation_function_called_outside_training_is_evaluation():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        def sample(model, n):
+            return model(torch.randn(n, 8))
+
+        model = torch.load("g.pt", weights_only=False)
+        images = sample(model, 16)
+        """
+    )
+    assert (scope.kind, scope.core) == ("function", False)
+
+
+def test_generation_function_called_in_a_training_loop_is_not_evaluation():
+    evaluation = facts(
+        """
+        import torch
+
+        def sample(generator, n):
+            return generator(torch.randn(n, 8))
+
+        for x in loader:
+            opt.zero_grad()
+            loss = -critic(generator(x)).mean()
+            loss.backward()
+            opt.step()
+            save(sample(generator, 4))
+        """
+    )
+    assert summary(evaluation) == []
+
+
+def test_helper_reached_only_from_evaluation():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        def decode(model, src):
+            return model(src).argmax(-1)
+
+        def evaluate(model, loader):
+            return [decode(model, x) for x, _ in loader]
+        """
+    )
+    assert code(evaluation, scope.node).startswith("def decode") and not scope.core
+
+
+def test_plain_functions_are_not_modules():
+    evaluation = facts(
+        """
+        import torch
+
+        def linreg(X, w, b):
+            return X @ w + b
+
+        def evaluate(net, loader):
+            return [net(x, w, b) for x, _ in loader]
+
+        net = linreg
+        print(net(X_test, w, b), evaluate(linreg, val_loader))
+        """
+    )
+    assert summary(evaluation) == []
+
+
+def test_a_no_grad_decorator_does_not_cover_a_coroutine():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        @torch.no_grad()
+        async def predict(model, x):
+            return model(await x)
+        """
+    )
+    assert not evaluation.grad_disabled(scope.forwards[0])
