@@ -61,8 +61,11 @@ _MODEL_WORDS = frozenset(
 _VERBS = frozenset(
     {"load", "save", "get", "set", "build", "make", "create", "init", "initialize", "unwrap", "wrap", "prepare",
      "setup", "compute", "run", "to", "from", "convert", "export", "apply", "register", "update", "freeze", "print",
-     "show", "log", "copy", "clone", "merge", "replace", "reset", "count"}
+     "show", "log", "copy", "clone", "merge", "replace", "reset", "count", "reload", "generate", "predict", "evaluate",
+     "sample", "decode", "encode", "forward", "train"}
 )
+# Last words of names that hold something about a model, not a model: `model_fn`, `model_cfg`.
+_NOT_MODEL_ENDINGS = frozenset({"fn", "func", "function", "callable", "cfg", "config", "path", "dir", "file", "name", "type", "kwargs", "args"})
 # Lightning hooks: the framework sets the mode and disables gradients around them.
 _FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_end)$|^on_\w+$")
 _FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
@@ -108,7 +111,8 @@ def is_model_name(name: str) -> bool:
 def _is_model_noun(name: str) -> bool:
     """A model name that is not a verb phrase: ``best_model``, not ``unwrap_model`` or
     ``load_darknet_weights``."""
-    return is_model_name(name) and words(name)[0] not in _VERBS
+    found = words(name)
+    return is_model_name(name) and found[0] not in _VERBS and found[-1] not in _NOT_MODEL_ENDINGS
 
 
 def _maybe_eval_data(name: str) -> bool:
@@ -623,11 +627,18 @@ class EvaluationFacts:
 
     def _is_pytest_test(self, function: cst.FunctionDef) -> bool:
         """``test_*`` functions that no code in the file calls, in a file that imports a test
-        framework, taking no parameters, or running no loop: tests, not evaluation."""
+        framework, taking no parameters, or running no loop: tests, not evaluation. A
+        ``test_<what>()`` taking no parameters is a test even when the file runs it itself
+        (``if __name__ == "__main__": test_layer_norm()``), outside any loop."""
         ws = words(function.name.value)
-        if not ws or ws[0] != "test" or self.call_sites(function):
+        if not ws or ws[0] != "test":
             return False
         params = [p for p in function.params.params if p.name.value != "self"]
+        sites = self.call_sites(function)
+        if sites:
+            return len(ws) > 1 and not params and all(
+                self.function_of[s] is None and not any(isinstance(a, (cst.For, cst.While)) for a in self.model.ancestors(s)) for s in sites
+            )
         has_loop = any(self._inside(loop, function) for loop in self.loops)
         return not params or bool(self.imported & _TEST_FRAMEWORKS) or (len(ws) > 1 and not has_loop)
 
@@ -656,6 +667,8 @@ class EvaluationFacts:
                 return False  # a function, a class, or an imported module's attribute
         if isinstance(expr, cst.Name) and self._holds_function(expr, function, frozenset()):
             return False  # a plain function used as a model: `net = linreg`, `evaluate(net=softmax_regression)`
+        if isinstance(expr, cst.Attribute) and self._holds_callable(expr, function):
+            return False  # `self.generate_from_model(...)` a method; `self.model = model_fn` a function
         kind = self.model.kind(expr)
         if kind is not None:
             return kind is Kind.MODULE
@@ -683,6 +696,19 @@ class EvaluationFacts:
                         return any(self._is_function_value(a, self.function_of[site], seen) for a, site in zip(arguments, self.call_sites(f)))
                 return False
         return any(self._is_function_value(v, function, seen) for v in self.model.values(name))
+
+    def _holds_callable(self, attribute: cst.Attribute, function: cst.FunctionDef | None) -> bool:
+        """An attribute named like a method of the file (called on ``self``), or a ``self.``
+        attribute given only names that hold functions or are not named for a model
+        (``self.model = model_fn``)."""
+        if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+            if any(self._is_method(f) for f in self.functions_by_name.get(attribute.attr.value, ())):
+                return True
+        values = self.model.values(attribute)
+        return bool(values) and all(
+            isinstance(v, cst.Name) and (not _is_model_noun(v.value) or self._holds_function(v, self.function_of.get(v) or self.model.enclosing_function(v), frozenset()))
+            for v in values
+        )
 
     def _is_function_value(self, expr: cst.BaseExpression | None, function, seen: frozenset) -> bool:
         if isinstance(expr, cst.Lambda):
