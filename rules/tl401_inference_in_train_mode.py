@@ -12,7 +12,11 @@ class InferenceInTrainMode(Rule):
     `model.train(False)`) comes earlier in the same function, or before every call of the
     evaluation function in the file, and on code whose framework sets the mode (Lightning's
     `validation_step`, `test_step`, `predict_step`; methods of `nn.Module` subclasses, whose
-    callers set it).
+    callers set it, also when the base class is in another file), on plain functions used
+    as models, and on tests. Generation functions (`generate`, `sample`, `decode`) called in
+    the file outside any training loop, and helpers (decoders, samplers) called only from
+    evaluation code, are reported only where the model is known to hold dropout or batch
+    norm.
 
     ## Why is this bad?
     In training mode dropout drops activations at random and batch norm normalises with the

@@ -11,8 +11,12 @@ class InferenceWithGrad(Rule):
     over validation or test data, inference after loading weights) that runs a model with
     gradients enabled: no `torch.no_grad()`, `torch.inference_mode()` or
     `torch.set_grad_enabled(False)` around it, as a `with` block, a decorator or a statement,
-    there or at every call of the evaluation function in the file. Lightning's evaluation
-    hooks are left alone: the framework turns gradients off.
+    there or at every call of the evaluation function in the file. It also covers
+    generation functions (`generate`, `sample`, `decode`) called in the file outside any
+    training loop, and helpers (decoders, samplers) called only from evaluation code.
+    Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
+    are plain functions used as models, tests, methods of `nn.Module` subclasses, and
+    forward passes on made-up tensors (`torch.rand(...)`) after loading weights.
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all
@@ -37,13 +41,14 @@ class InferenceWithGrad(Rule):
 
     ## Fix safety
     The fix decorates an evaluation function with `@torch.no_grad()` (innermost, next to
-    `def`; not an `async def`, whose body such a decorator does not cover: there the
-    statements that run the model are wrapped, unless they `await`, since grad mode is per
-    thread and other coroutines would run with it off), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
+    `def`), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
     `import torch` where the file has none. It is safe: evaluation code that computes
     gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
-    the recorded graphs go.
+    the recorded graphs go. A decorator on an `async def` does not cover the coroutine's
+    body (and does not count as turning gradients off there): the statements that run the
+    model are wrapped instead, and there is no fix where they `await`, since grad mode is
+    per thread and other coroutines would run with it off.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
