@@ -15,8 +15,10 @@ class InferenceWithGrad(Rule):
     generation functions (`generate`, `sample`, `decode`) called in the file outside any
     training loop, and helpers (decoders, samplers) called only from evaluation code.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
-    are plain functions used as models, tests, methods of `nn.Module` subclasses, and
-    forward passes on made-up tensors (`torch.rand(...)`) after loading weights.
+    are plain functions used as models, tests, methods of `nn.Module` subclasses, forward
+    passes on made-up tensors (`torch.rand(...)`) after loading weights, and functions
+    passed by name or called from one (a forward function given to an attribution method,
+    which differentiates its output).
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all
@@ -62,6 +64,8 @@ class InferenceWithGrad(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         for scope in evaluation.scopes:
+            if scope.kind == "function" and evaluation.reached_from_callback(scope.node):
+                continue  # its output may be differentiated by whatever it is passed to
             with_grad = [f for f in scope.forwards if not evaluation.grad_disabled(f)]
             if not with_grad:
                 continue

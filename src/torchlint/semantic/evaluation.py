@@ -1189,6 +1189,17 @@ class EvaluationFacts:
         after it returns is unknown."""
         return not self.call_sites(function) or self._referenced(function)
 
+    def reached_from_callback(self, function: cst.FunctionDef, seen: frozenset = frozenset()) -> bool:
+        """Whether the function is passed around by name, or called (directly or through
+        other functions) from one that is: a forward function handed to an attribution method
+        (``IntegratedGradients(forward_func)``), whose output that method differentiates."""
+        if function in seen:
+            return False
+        if self._referenced(function):
+            return True
+        callers = {self.function_of[site] for site in self.call_sites(function)} - {None}
+        return any(self.reached_from_callback(caller, seen | {function}) for caller in callers)
+
     def bound_inside(self, scope: EvalScope) -> bool:
         """The scope's model is created inside the evaluation function (not a parameter)."""
         root = _root(scope.model)
