@@ -677,7 +677,8 @@ class EvaluationFacts:
         if isinstance(expr, cst.Name):
             if self._bound_to_load(expr) or self._param_given_module(expr, function):
                 return True
-            return _is_model_noun(expr.value)
+            # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
+            return _is_model_noun(expr.value) and not re.fullmatch(r"[A-Z][a-z0-9]+[A-Za-z0-9]*", expr.value)
         return _is_model_noun(expr.attr.value)
 
     def _holds_function(self, name: cst.Name, function: cst.FunctionDef | None, seen: frozenset) -> bool:
