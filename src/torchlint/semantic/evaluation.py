@@ -1028,7 +1028,16 @@ class EvaluationFacts:
         return EvalScope("function", function, function, forwards, core=core)
 
     def _forwards(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> list[cst.Call]:
-        return [c for c in self.calls_in.get(function, ()) if self._inside(c, region) and self.runs_module(called_module(c), function)]
+        return [
+            c
+            for c in self.calls_in.get(function, ())
+            if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function)
+        ]
+
+    def _in_lambda(self, call: cst.Call) -> bool:
+        """Inside a ``lambda`` (``model_fn=lambda model, x: model(x)``): it runs later, when
+        and where it is called, with the model it is given."""
+        return any(isinstance(a, cst.Lambda) for a in self.model.ancestors(call))
 
     def _statement_scopes(self, scopes: list[EvalScope], functions: set) -> list[EvalScope]:
         """Forward passes for inference outside evaluation functions and loops, grouped by
