@@ -70,7 +70,9 @@ class TrainModeNotRestored(Rule):
                 return False
 
             def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("train", "eval"):
+                # Module.eval() takes no argument: `evaluator.eval(input_dict)` is something else.
+                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+                if method == "eval" and not node.args or method == "train" and len(node.args) <= 1:
                     found.setdefault((module.code_for_node(node.func.value), node.func.attr.value), node)
 
         loop.body.visit(Calls())

@@ -11,8 +11,14 @@ class InferenceWithGrad(Rule):
     over validation or test data, inference after loading weights) that runs a model with
     gradients enabled: no `torch.no_grad()`, `torch.inference_mode()` or
     `torch.set_grad_enabled(False)` around it, as a `with` block, a decorator or a statement,
-    there or at every call of the evaluation function in the file. Lightning's evaluation
-    hooks are left alone: the framework turns gradients off.
+    there or at every call of the evaluation function in the file. It also covers
+    generation functions (`generate`, `sample`, `decode`) called in the file outside any
+    training loop, and helpers (decoders, samplers) called only from evaluation code.
+    Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
+    are plain functions used as models, tests, methods of `nn.Module` subclasses, forward
+    passes on made-up tensors (`torch.rand(...)`) after loading weights, and functions
+    passed by name or called from one (a forward function given to an attribution method,
+    which differentiates its output).
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all
@@ -41,7 +47,10 @@ class InferenceWithGrad(Rule):
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
     `import torch` where the file has none. It is safe: evaluation code that computes
     gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
-    the recorded graphs go.
+    the recorded graphs go. A decorator on an `async def` does not cover the coroutine's
+    body (and does not count as turning gradients off there): the statements that run the
+    model are wrapped instead, and there is no fix where they `await`, since grad mode is
+    per thread and other coroutines would run with it off.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -55,6 +64,8 @@ class InferenceWithGrad(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         for scope in evaluation.scopes:
+            if scope.kind == "function" and evaluation.reached_from_callback(scope.node):
+                continue  # its output may be differentiated by whatever it is passed to
             with_grad = [f for f in scope.forwards if not evaluation.grad_disabled(f)]
             if not with_grad:
                 continue
@@ -65,7 +76,7 @@ class InferenceWithGrad(Rule):
         evaluation = self.semantic.evaluation
         no_grad, needs_import = evaluation.no_grad_call
         changes: dict[cst.CSTNode, cst.CSTNode] = {}
-        if scope.kind == "function":
+        if scope.kind == "function" and scope.node.asynchronous is None:
             decorator = cst.Decorator(cst.parse_expression(no_grad))
             changes[scope.node] = scope.node.with_changes(decorators=[*scope.node.decorators, decorator])
             message = f"Decorate `{scope.node.name.value}` with `@{no_grad}`"
@@ -73,6 +84,8 @@ class InferenceWithGrad(Rule):
             start = scope.node if scope.kind == "loop" else None
             for forward in with_grad:
                 statement = evaluation.anchor(start or forward, scope.model, scope.function)
+                if _awaits(statement):
+                    return None  # grad mode is per thread: other coroutines would run with it off
                 changes.setdefault(statement, _wrapped(statement, no_grad))
             message = f"Wrap in `with {no_grad}:`"
         if needs_import:
@@ -90,3 +103,23 @@ def _wrapped(statement: cst.BaseStatement, no_grad: str) -> cst.With:
         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
         leading_lines=statement.leading_lines,
     )
+
+
+def _awaits(statement: cst.BaseStatement) -> bool:
+    found = False
+
+    class Awaits(cst.CSTVisitor):
+        def visit_Await(self, node: cst.Await) -> None:
+            nonlocal found
+            found = True
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            found = found or node.asynchronous is not None
+
+        def visit_With(self, node: cst.With) -> None:
+            nonlocal found
+            found = found or node.asynchronous is not None
+
+    statement.visit(Awaits())
+    return found

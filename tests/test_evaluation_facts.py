@@ -373,3 +373,162 @@ def test_anchor_widens_to_loops_and_with_blocks_that_do_not_train():
         """
     )
     assert code(evaluation, scope.node).startswith("with open")
+
+
+# --- layers that train mode changes -------------------------------------------------------
+
+_MLP = """
+import torch
+from torch import nn
+
+def conv_block(c):
+    return nn.Sequential(nn.Conv2d(c, c, 3), nn.ReLU())
+
+class MLP(nn.Module):
+    def __init__(self, hidden, cfg):
+        super().__init__()
+        layers = []
+        for _ in range(cfg.get("depth", 2)):
+            layers.append(nn.Linear(hidden, hidden))
+        self.body = nn.Sequential(*layers)
+        self.conv = conv_block(hidden)
+    def forward(self, x):
+        for layer in self.body:
+            x = torch.relu(layer(x))
+        return self.conv(x)
+"""
+
+
+@pytest.mark.parametrize(
+    "build, free",
+    [
+        ("model = MLP(8, {}).to('cpu')", True),
+        ("model = nn.Linear(2, 1)", True),
+        ("model = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))", True),
+        ("model = nn.Sequential(nn.Linear(2, 4), nn.Dropout(0.1))", False),
+        ("model = nn.LSTM(2, 4, 2, dropout=0.3)", False),
+        ("model = nn.TransformerEncoderLayer(8, 2)", False),
+        ("model = nn.Sequential(*layers)", False),  # contents unknown
+        ("model = torchvision.models.resnet18()", False),
+        ("model = torch.load('m.pt')", False),
+    ],
+)
+def test_known_mode_free(build, free):
+    evaluation = facts(f"import torchvision\n{_MLP}\n{build}\nwith torch.no_grad():\n    print(model(x_test))\n")
+    scope = evaluation.scopes[-1]
+    assert evaluation.known_mode_free(scope.model, scope.function) is free
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("nn.Linear(hidden, hidden)", "nn.BatchNorm1d(hidden)"),  # a layer added in a loop
+        ("torch.relu(layer(x))", "nn.functional.dropout(layer(x), 0.1, self.training)"),
+        ("return self.conv(x)", "return self.conv(x) if self.training else x"),
+        ("nn.ReLU()", "norm(c)"),  # an unknown builder
+        ("class MLP(nn.Module):", "class MLP(Base):"),  # a base class from another file
+    ],
+)
+def test_a_local_class_with_mode_layers_or_unknown_parts(change):
+    source = _MLP.replace(*change)
+    evaluation = facts(f"from base import Base, norm\n{source}\nmodel = MLP(8, {{}})\nwith torch.no_grad():\n    print(model(x_test))\n")
+    scope = evaluation.scopes[-1]
+    assert not evaluation.known_mode_free(scope.model, scope.function)
+
+
+def test_mode_free_through_an_evaluation_functions_callers():
+    evaluation = facts(
+        _MLP
+        + """
+def evaluate(net, loader):
+    return [net(x) for x in loader]
+
+evaluate(MLP(4, {}), val_loader)
+evaluate(nn.Linear(4, 4), test_loader)
+"""
+    )
+    scope = evaluation.scopes[-1]
+    assert evaluation.known_mode_free(scope.model, scope.function)
+
+
+# --- recall shapes and what they leave alone ---------------------------------------------
+
+
+def test_generation_function_called_outside_training_is_evaluation():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        def sample(model, n):
+            return model(torch.randn(n, 8))
+
+        model = torch.load("g.pt", weights_only=False)
+        images = sample(model, 16)
+        """
+    )
+    assert (scope.kind, scope.core) == ("function", False)
+
+
+def test_generation_function_called_in_a_training_loop_is_not_evaluation():
+    evaluation = facts(
+        """
+        import torch
+
+        def sample(generator, n):
+            return generator(torch.randn(n, 8))
+
+        for x in loader:
+            opt.zero_grad()
+            loss = -critic(generator(x)).mean()
+            loss.backward()
+            opt.step()
+            save(sample(generator, 4))
+        """
+    )
+    assert summary(evaluation) == []
+
+
+def test_helper_reached_only_from_evaluation():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        def decode(model, src):
+            return model(src).argmax(-1)
+
+        def evaluate(model, loader):
+            return [decode(model, x) for x, _ in loader]
+        """
+    )
+    assert code(evaluation, scope.node).startswith("def decode") and not scope.core
+
+
+def test_plain_functions_are_not_modules():
+    evaluation = facts(
+        """
+        import torch
+
+        def linreg(X, w, b):
+            return X @ w + b
+
+        def evaluate(net, loader):
+            return [net(x, w, b) for x, _ in loader]
+
+        net = linreg
+        print(net(X_test, w, b), evaluate(linreg, val_loader))
+        """
+    )
+    assert summary(evaluation) == []
+
+
+def test_a_no_grad_decorator_does_not_cover_a_coroutine():
+    evaluation, scope = only_scope(
+        """
+        import torch
+
+        @torch.no_grad()
+        async def predict(model, x):
+            return model(await x)
+        """
+    )
+    assert not evaluation.grad_disabled(scope.forwards[0])

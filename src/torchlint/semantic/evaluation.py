@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
+from torchlint.semantic import MODULE_RETURNS_SELF
+
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
@@ -43,6 +45,7 @@ _EVAL_FUNCTION_WORDS = frozenset(
      "test", "testing", "predict", "prediction", "predictions", "infer", "inference", "accuracy",
      "visualize", "visualise", "estimate"}
 )
+_GENERATION_WORDS = frozenset({"generate", "generation", "sample", "sampling", "decode", "decoding"})
 _EVAL_DATA_WORDS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"})
 _DATA_WORDS = frozenset(
     {"loader", "loaders", "dataloader", "dataloaders", "dl", "dls", "iter", "iterator", "batches", "batch", "set",
@@ -54,6 +57,15 @@ _MODEL_WORDS = frozenset(
     {"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "generator", "discriminator", "cnn",
      "rnn", "lstm", "gru", "mlp", "autoencoder", "vae", "unet", "transformer", "student", "teacher"}
 )
+# First words of function names that act on a model rather than name one.
+_VERBS = frozenset(
+    {"load", "save", "get", "set", "build", "make", "create", "init", "initialize", "unwrap", "wrap", "prepare",
+     "setup", "compute", "run", "to", "from", "convert", "export", "apply", "register", "update", "freeze", "print",
+     "show", "log", "copy", "clone", "merge", "replace", "reset", "count", "reload", "generate", "predict", "evaluate",
+     "sample", "decode", "encode", "forward", "train"}
+)
+# Last words of names that hold something about a model, not a model: `model_fn`, `model_cfg`.
+_NOT_MODEL_ENDINGS = frozenset({"fn", "func", "function", "callable", "cfg", "config", "path", "dir", "file", "name", "type", "kwargs", "args"})
 # Lightning hooks: the framework sets the mode and disables gradients around them.
 _FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_end)$|^on_\w+$")
 _FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
@@ -69,7 +81,22 @@ _GRAD_CONTEXTS = frozenset(
 _GRAD_CONTEXT_TEXT = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 _LOADS = frozenset({"torch.load", "torch.jit.load"})
 _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+_RANDOM_TENSORS = frozenset(
+    f"torch.{name}" for name in ("rand", "randn", "randint", "ones", "zeros", "empty", "full", "arange", "rand_like", "randn_like", "ones_like", "zeros_like")
+)
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+# Layers and functions whose forward pass depends on train/eval mode.
+_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
+_MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_BUILDING_BUILTINS = frozenset({"getattr", "eval", "exec", "__import__", "globals", "locals", "vars"})
+_LOADING = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.jit.script", "torch.jit.trace"})
+# Methods on a constructor's arguments that build no layer (``cfg.get("dim")``).
+_PLAIN_METHODS = frozenset(
+    {"get", "pop", "items", "keys", "values", "setdefault", "format", "lower", "upper", "split", "join", "strip",
+     "startswith", "endswith", "copy", "index", "count", "append", "extend", "insert", "register_buffer",
+     "register_parameter", "add_module", "apply", "size", "dim"}
+)
 
 
 def words(name: str) -> list[str]:
@@ -79,6 +106,13 @@ def words(name: str) -> list[str]:
 
 def is_model_name(name: str) -> bool:
     return any(w in _MODEL_WORDS or w.endswith(("net", "model")) for w in words(name))
+
+
+def _is_model_noun(name: str) -> bool:
+    """A model name that is not a verb phrase: ``best_model``, not ``unwrap_model`` or
+    ``load_darknet_weights``."""
+    found = words(name)
+    return is_model_name(name) and found[0] not in _VERBS and found[-1] not in _NOT_MODEL_ENDINGS
 
 
 def _maybe_eval_data(name: str) -> bool:
@@ -102,6 +136,12 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+def _receiver(call: cst.Call) -> str | None:
+    """``m`` in a method call ``m.f(...)``; None for a call by bare name (``train(model)``) or
+    of any other expression."""
+    return _code(call.func.value) if isinstance(call.func, cst.Attribute) else None
+
+
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, cst.Attribute):
         expr = expr.value
@@ -116,6 +156,9 @@ class EvalScope:
     node: cst.CSTNode  # the evaluation function, the loop, or the first statement that runs the model
     function: cst.FunctionDef | None  # the function the forward passes run in (None: module level)
     forwards: list[cst.Call]  # forward passes through the module there, in source order
+    # Found by name or data (evaluation functions and loops, inference statements); not a
+    # generation function or a helper reached from evaluation, which need more evidence.
+    core: bool = True
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -190,6 +233,8 @@ class _Scan(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.not_references.add(node.attr)
+        if node.attr.value == "training":
+            self.facts.training_reads.append(node)
         if node not in self.not_references:
             self.facts.attribute_references[node.attr.value] += 1
 
@@ -223,6 +268,8 @@ class EvaluationFacts:
         self.name_references: Counter[str] = Counter()
         self.attribute_references: Counter[str] = Counter()
         self.eval_data_names: list[cst.Name] = []
+        self.training_reads: list[cst.Attribute] = []
+        self._mode_free_classes: dict[cst.ClassDef, bool] = {}
         self._effects: dict[cst.FunctionDef, str | None] = {}
         self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
@@ -427,8 +474,7 @@ class EvaluationFacts:
         (Hugging Face returns it in eval mode)."""
         text = _code(model)
         if isinstance(model, cst.Name) and self._from_pretrained(model):
-            train_calls = [c for c in self.calls_by_name.get(TRAIN, ()) if _code(c.func.value) == text]
-            return not any(self._mode_call(c) == TRAIN for c in train_calls)
+            return not any(self._mode_call(c) == TRAIN for c in self.calls_by_name.get(TRAIN, ()) if _receiver(c) == text)
         if text.startswith("self.") and function is not None:
             cls = self._class_of(function)
             if cls is None:
@@ -438,7 +484,7 @@ class EvaluationFacts:
             calls = [c for name in (EVAL, TRAIN) for c in self.calls_by_name.get(name, ())]
         else:
             return False
-        modes = {self._mode_call(c) for c in calls if _code(c.func.value) == text}
+        modes = {self._mode_call(c) for c in calls if _receiver(c) == text}
         return EVAL in modes and TRAIN not in modes
 
     def _from_pretrained(self, name: cst.Name) -> bool:
@@ -464,7 +510,7 @@ class EvaluationFacts:
             if isinstance(ancestor, cst.With) and any(self._grad_context(item.item) for item in ancestor.items):
                 return True
             if isinstance(ancestor, cst.FunctionDef) and any(self._grad_context(d.decorator) for d in ancestor.decorators):
-                return True
+                return ancestor.asynchronous is None  # a decorator does not cover a coroutine's body
         function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
         if self._grad_switched_off(function, node) or (function is not None and self._grad_switched_off(None, None)):
             return True
@@ -560,6 +606,8 @@ class EvaluationFacts:
             return True
         if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body):
             return True  # a module whose base class lives in another file
+        if cls.bases and self._holds_layers(info):
+            return True  # the same, building its layers in __init__
         for arg in cls.bases:
             if isinstance(arg.value, cst.Name):
                 for assignment in self.model.assignments(arg.value):
@@ -567,13 +615,30 @@ class EvaluationFacts:
                         return True
         return False
 
+    def _holds_layers(self, info) -> bool:
+        """A class that builds ``torch.nn`` layers into its attributes (``self.fc =
+        nn.Linear(...)``), wrappers such as ``DataParallel`` aside, or registers buffers."""
+        for values in info.attribute_values.values():
+            for value in values:
+                qname = self.model.qualified_name(value.func) if isinstance(value, cst.Call) else None
+                if qname and qname.startswith("torch.nn.") and not qname.startswith("torch.nn.parallel.") and qname[9:10].isupper():
+                    return True
+        return any(self._inside(c, info.node) and _receiver(c) == "self" for c in self.calls_by_name.get("register_buffer", ()))
+
     def _is_pytest_test(self, function: cst.FunctionDef) -> bool:
         """``test_*`` functions that no code in the file calls, in a file that imports a test
-        framework, taking no parameters, or running no loop: tests, not evaluation."""
+        framework, taking no parameters, or running no loop: tests, not evaluation. A
+        ``test_<what>()`` taking no parameters is a test even when the file runs it itself
+        (``if __name__ == "__main__": test_layer_norm()``), outside any loop."""
         ws = words(function.name.value)
-        if not ws or ws[0] != "test" or self.call_sites(function):
+        if not ws or ws[0] != "test":
             return False
         params = [p for p in function.params.params if p.name.value != "self"]
+        sites = self.call_sites(function)
+        if sites:
+            return len(ws) > 1 and not params and all(
+                self.function_of[s] is None and not any(isinstance(a, (cst.For, cst.While)) for a in self.model.ancestors(s)) for s in sites
+            )
         has_loop = any(self._inside(loop, function) for loop in self.loops)
         return not params or bool(self.imported & _TEST_FRAMEWORKS) or (len(ws) > 1 and not has_loop)
 
@@ -600,6 +665,10 @@ class EvaluationFacts:
             bindings = self.model.assignments(root)
             if any(isinstance(a.node, (cst.FunctionDef, cst.ClassDef, cst.Import, cst.ImportFrom)) for a in bindings):
                 return False  # a function, a class, or an imported module's attribute
+        if isinstance(expr, cst.Name) and self._holds_function(expr, function, frozenset()):
+            return False  # a plain function used as a model: `net = linreg`, `evaluate(net=softmax_regression)`
+        if isinstance(expr, cst.Attribute) and self._holds_callable(expr, function):
+            return False  # `self.generate_from_model(...)` a method; `self.model = model_fn` a function
         kind = self.model.kind(expr)
         if kind is not None:
             return kind is Kind.MODULE
@@ -608,8 +677,44 @@ class EvaluationFacts:
         if isinstance(expr, cst.Name):
             if self._bound_to_load(expr) or self._param_given_module(expr, function):
                 return True
-            return is_model_name(expr.value)
-        return is_model_name(expr.attr.value)
+            # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
+            return _is_model_noun(expr.value) and not re.fullmatch(r"[A-Z][a-z0-9]+[A-Za-z0-9]*", expr.value)
+        return _is_model_noun(expr.attr.value)
+
+    def _holds_function(self, name: cst.Name, function: cst.FunctionDef | None, seen: frozenset) -> bool:
+        """Whether a name may hold a plain function: it is bound to a ``def`` or a ``lambda``,
+        to another such name, or is a parameter that a call in the file passes one to."""
+        if name.value in seen:
+            return False
+        seen = seen | {name.value}
+        for binding in self.model.assignments(name):
+            if isinstance(binding.node, cst.FunctionDef):
+                return True
+            if isinstance(binding.node, cst.Param):
+                for f in self._enclosing_functions(function):
+                    if name.value in [p.name.value for p in f.params.params]:
+                        arguments = [self._argument_for(site, f, name.value) for site in self.call_sites(f)]
+                        return any(self._is_function_value(a, self.function_of[site], seen) for a, site in zip(arguments, self.call_sites(f)))
+                return False
+        return any(self._is_function_value(v, function, seen) for v in self.model.values(name))
+
+    def _holds_callable(self, attribute: cst.Attribute, function: cst.FunctionDef | None) -> bool:
+        """An attribute named like a method of the file (called on ``self``), or a ``self.``
+        attribute given only names that hold functions or are not named for a model
+        (``self.model = model_fn``)."""
+        if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+            if any(self._is_method(f) for f in self.functions_by_name.get(attribute.attr.value, ())):
+                return True
+        values = self.model.values(attribute)
+        return bool(values) and all(
+            isinstance(v, cst.Name) and (not _is_model_noun(v.value) or self._holds_function(v, self.function_of.get(v) or self.model.enclosing_function(v), frozenset()))
+            for v in values
+        )
+
+    def _is_function_value(self, expr: cst.BaseExpression | None, function, seen: frozenset) -> bool:
+        if isinstance(expr, cst.Lambda):
+            return True
+        return isinstance(expr, cst.Name) and self._holds_function(expr, function, seen)
 
     def _bound_to_load(self, name: cst.Name) -> bool:
         return any(
@@ -649,30 +754,269 @@ class EvaluationFacts:
                 return arg.value
         return None
 
+    # --- layers that train mode changes ------------------------------------------------
+
+    def known_mode_free(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether the module is known to hold no layer that train mode changes (dropout,
+        batch norm, ``RReLU``, transformer layers, a recurrent layer with dropout, code reading
+        ``self.training``): every value it can hold is built in this file, from ``torch.nn``
+        layers and local ``nn.Module`` classes whose layers are all visible."""
+        values = self._module_values(model, function, frozenset())
+        return bool(values) and all(self._built_mode_free(v, frozenset()) for v in values)
+
+    def known_mode_dependent(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether the module is known to hold a layer that train mode changes: one of the
+        calls that build it is such a layer, or holds one among its arguments or, for a local
+        class, anywhere in the class."""
+        values = self._module_values(model, function, frozenset()) or []
+        return any(self._builds_mode_layer(v, frozenset()) for v in values)
+
+    def _builds_mode_layer(self, call: cst.Call, seen: frozenset) -> bool:
+        found = False
+        facts = self
+
+        class Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                nonlocal found
+                qname = facts.model.qualified_name(node.func) or ""
+                last = qname.rpartition(".")[2]
+                if qname.startswith("torch.nn.functional."):
+                    found = found or bool(_MODE_FUNCTIONS.search(last))
+                elif qname.startswith("torch.nn.") and last[:1].isupper():
+                    found = found or not facts._layer_mode_free(node)
+                else:
+                    cls = facts._local_definition(node.func, cst.ClassDef)
+                    if cls is not None and cls not in seen:
+                        found = found or facts._builds_mode_layer_in(cls, seen | {cls})
+
+        call.visit(Calls())
+        return found
+
+    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+        if any(self._inside(t, cls) for t in self.training_reads):
+            return True
+        return any(self._builds_mode_layer(c, seen) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
+
+    def _module_values(self, expr: cst.BaseExpression, function, seen: frozenset) -> list[cst.Call] | None:
+        """The calls that build the module ``expr`` holds; None when one of them is unknown."""
+        if expr in seen:
+            return None
+        seen = seen | {expr}
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in MODULE_RETURNS_SELF:
+                return self._module_values(func.value, function, seen)  # model.to(device)
+            return [expr]
+        if isinstance(expr, cst.Attribute):
+            values = self.model.values(expr) if isinstance(expr.value, cst.Name) and expr.value.value == "self" else []
+        elif isinstance(expr, cst.Name):
+            bindings = self.model.assignments(expr)
+            if any(isinstance(b.node, cst.Param) for b in bindings):
+                return self._argument_values(expr, function, seen)
+            if not all(b.node in self.model.bound_values for b in bindings):
+                return None  # a binding with no known value: a loop target, a ``with ... as``
+            values = self.model.values(expr)
+        else:
+            return None
+        found: list[cst.Call] = []
+        for value in values:
+            built = self._module_values(value, function, seen)
+            if built is None:
+                return None
+            found.extend(built)
+        return found or None
+
+    def _argument_values(self, name: cst.Name, function, seen: frozenset) -> list[cst.Call] | None:
+        """What every call of the function in the file passes for its parameter ``name``."""
+        for f in self._enclosing_functions(function):
+            if name.value not in [p.name.value for p in f.params.params]:
+                continue
+            sites = self.call_sites(f)
+            if not sites or self._referenced(f):
+                return None
+            found: list[cst.Call] = []
+            for site in sites:
+                argument = self._argument_for(site, f, name.value)
+                built = self._module_values(argument, self.function_of[site], seen) if argument is not None else None
+                if built is None:
+                    return None
+                found.extend(built)
+            return found
+        return None
+
+    def _built_mode_free(self, call: cst.Call, seen: frozenset) -> bool:
+        qname = self.model.qualified_name(call.func) or ""
+        if qname.startswith("torch.nn.") and qname.rpartition(".")[2][:1].isupper():
+            layer = qname.rpartition(".")[2]
+            if layer in _CONTAINERS:
+                return self._layer_mode_free(call) and all(self._contents_mode_free(a, seen) for a in call.args)
+            return self._layer_mode_free(call)
+        cls = self._local_definition(call.func, cst.ClassDef)
+        return cls is not None and self._class_mode_free(cls, seen)
+
+    def _contents_mode_free(self, arg: cst.Arg, seen: frozenset) -> bool:
+        """An argument of ``nn.Sequential``/``ModuleList``/``ModuleDict`` built at the call:
+        layers, or lists, tuples and dicts of them."""
+        value = arg.value
+        if arg.star or isinstance(value, (cst.Name, cst.Attribute)):
+            return False
+        if isinstance(value, cst.Call):
+            return self._built_mode_free(value, seen)
+        if isinstance(value, (cst.List, cst.Tuple)):
+            return all(self._contents_mode_free(cst.Arg(e.value), seen) for e in value.elements if isinstance(e, cst.Element))
+        if isinstance(value, cst.Dict):
+            return all(isinstance(e, cst.DictElement) and self._contents_mode_free(cst.Arg(e.value), seen) for e in value.elements)
+        return False
+
+    def _layer_mode_free(self, call: cst.Call) -> bool:
+        """A ``torch.nn`` layer that train mode does not change: not dropout, batch norm,
+        ``RReLU`` or a transformer layer, and no ``dropout=`` (recurrent layers, attention)."""
+        layer = (self.model.qualified_name(call.func) or "").rpartition(".")[2]
+        if _MODE_LAYERS.search(layer):
+            return False
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "dropout":
+                if not (isinstance(arg.value, (cst.Integer, cst.Float)) and float(arg.value.value) == 0):
+                    return False
+        return not (layer in ("RNN", "LSTM", "GRU") and len([a for a in call.args if a.keyword is None]) >= 6)
+
+    def _local_definition(self, func: cst.BaseExpression, kind: type) -> cst.CSTNode | None:
+        if not isinstance(func, cst.Name):
+            return None
+        bindings = self.model.assignments(func)
+        if len(bindings) == 1 and isinstance(bindings[0].node, kind):
+            return bindings[0].node
+        return None
+
+    def _class_mode_free(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+        """A local ``nn.Module`` subclass (of ``nn.Module`` or of such local classes) whose
+        every call builds or runs only layers that train mode does not change, and that never
+        reads ``self.training``."""
+        from torchlint.semantic import Kind
+
+        if cls in seen:
+            return True
+        if cls in self._mode_free_classes:
+            return self._mode_free_classes[cls]
+        seen = seen | {cls}
+        info = self.model.classes.get(cls)
+        free = info is not None and self.model.class_kind(info) is Kind.MODULE
+        free = free and not any(self._inside(t, cls) for t in self.training_reads)
+        for arg in cls.bases if free else ():
+            base = self._local_definition(arg.value, cst.ClassDef)
+            if base is not None:
+                free = free and self._class_mode_free(base, seen)
+            else:
+                free = free and self.model.qualified_name(arg.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+        methods = [f for f in self.functions if self._inside(f, cls)]
+        free = free and all(self._calls_mode_free(f, seen) for f in methods)
+        if len(seen) == 1:
+            self._mode_free_classes[cls] = free
+        return free
+
+    def _calls_mode_free(self, function: cst.FunctionDef, seen: frozenset) -> bool:
+        """Every call in a method (or in a local helper it calls) builds or runs only layers
+        that train mode does not change. In ``__init__`` and helpers, which build layers, a
+        call of an argument (``norm_layer(dim)``) or of an unknown method is unknown."""
+        if function in seen:
+            return True
+        seen = seen | {function}
+        builds = function.name.value == "__init__" or not self._is_method(function)
+        for call in self.calls_in.get(function, ()):
+            func = call.func
+            if not isinstance(func, (cst.Name, cst.Attribute)):
+                return False
+            qname = self.model.qualified_name(func) or ""
+            root = _root(func)
+            if qname.startswith("torch.nn.functional."):
+                if _MODE_FUNCTIONS.search(qname.rpartition(".")[2]):
+                    return False
+            elif qname.startswith("torch.nn.") and qname.rpartition(".")[2][:1].isupper():
+                if not self._layer_mode_free(call):
+                    return False
+            elif qname.startswith("torch."):
+                if qname in _LOADING:
+                    return False
+            elif qname.startswith("builtins."):
+                if qname.rpartition(".")[2] in _BUILDING_BUILTINS:
+                    return False
+            elif isinstance(root, cst.Name) and any(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in self.model.assignments(root)):
+                return False  # a layer from another package
+            elif isinstance(func, cst.Name):
+                defined = self._local_definition(func, (cst.ClassDef, cst.FunctionDef))
+                if isinstance(defined, cst.ClassDef):
+                    if self.model.class_kind(self.model.classes[defined]) is not None and not self._class_mode_free(defined, seen):
+                        return False
+                elif isinstance(defined, cst.FunctionDef):
+                    if not self._calls_mode_free(defined, seen):
+                        return False
+                elif builds:
+                    return False
+            elif builds and not (isinstance(root, cst.Name) and root.value == "self") and func.attr.value not in _PLAIN_METHODS:
+                return False
+        return True
+
     # --- finding the scopes -------------------------------------------------------------
 
     def _find_scopes(self) -> list[EvalScope]:
-        scopes = [s for s in map(self._function_scope, self.functions) if s is not None]
+        evaluation_functions = [f for f in self.functions if self._is_evaluation_function(f)]
+        scopes = [s for s in map(self._function_scope, evaluation_functions) if s is not None]
         functions = {s.node for s in scopes}
+        evaluation_loops = []
         for loop in self.loops:
             function = self.function_of[loop]
             if not isinstance(loop, cst.For) or not self.is_eval_data(loop.iter):
                 continue
-            if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
-                continue
             if (function is not None and self._framework_owned(function)) or self._trains_in(loop, function):
+                continue
+            evaluation_loops.append(loop)
+            if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
                 continue
             forwards = self._forwards(loop, function)
             if forwards:
                 scopes.append(EvalScope("loop", loop, function, forwards))
+        scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
+        functions = {s.node for s in scopes}
         scopes.extend(self._statement_scopes(scopes, functions))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 
+    def _is_evaluation_function(self, function: cst.FunctionDef) -> bool:
+        """Named for evaluation (``evaluate``, ``predict``...), or for generation (``generate``,
+        ``sample``, ``decode``) and called in the file, never inside a training loop; neither
+        owned by a framework nor training."""
+        name = set(words(function.name.value))
+        if not _EVAL_FUNCTION_WORDS & name:
+            if not _GENERATION_WORDS & name:
+                return False
+            sites = self.call_sites(function)
+            if not sites or self._referenced(function):
+                return False
+            for site in sites:
+                caller = self.function_of[site]
+                if self._training_loop(site, caller) is not None or (caller is not None and self._framework_owned(caller)):
+                    return False
+        if self._framework_owned(function):
+            return False
+        return not (self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls))
+
+    def _helper_scopes(self, scopes: list[EvalScope], regions: list[cst.CSTNode]) -> list[EvalScope]:
+        """Helpers (decoders, samplers) called only from evaluation code that runs no model
+        itself: ``evaluate`` calling ``greedy_decode(model, src)``."""
+        found = []
+        for function in self.functions:
+            sites = self.call_sites(function)
+            if function in regions or not sites or self._referenced(function) or self._framework_owned(function):
+                continue
+            if not all(any(self._inside(site, r) for r in regions) for site in sites):
+                continue
+            if any(self._inside(site, s.node) for site in sites for s in scopes) or self._function_trains(function):
+                continue
+            forwards = self._forwards(function, function)
+            if forwards and not any(self._inside(b, function) for b in self._backward_calls):
+                found.append(EvalScope("function", function, function, forwards, core=False))
+        return found
+
     def _function_scope(self, function: cst.FunctionDef) -> EvalScope | None:
-        if not _EVAL_FUNCTION_WORDS.intersection(words(function.name.value)) or self._framework_owned(function):
-            return None
-        if self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls):
-            return None
         forwards = self._forwards(function, function)
         if not forwards:
             return None
@@ -680,10 +1024,20 @@ class EvaluationFacts:
         # is part of the training forward pass.
         if not any(self._inside(loop, function) for loop in self.loops) and any(map(self._feeds_backward, self.call_sites(function))):
             return None
-        return EvalScope("function", function, function, forwards)
+        core = bool(_EVAL_FUNCTION_WORDS.intersection(words(function.name.value)))
+        return EvalScope("function", function, function, forwards, core=core)
 
     def _forwards(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> list[cst.Call]:
-        return [c for c in self.calls_in.get(function, ()) if self._inside(c, region) and self.runs_module(called_module(c), function)]
+        return [
+            c
+            for c in self.calls_in.get(function, ())
+            if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function)
+        ]
+
+    def _in_lambda(self, call: cst.Call) -> bool:
+        """Inside a ``lambda`` (``model_fn=lambda model, x: model(x)``): it runs later, when
+        and where it is called, with the model it is given."""
+        return any(isinstance(a, cst.Lambda) for a in self.model.ancestors(call))
 
     def _statement_scopes(self, scopes: list[EvalScope], functions: set) -> list[EvalScope]:
         """Forward passes for inference outside evaluation functions and loops, grouped by
@@ -697,7 +1051,7 @@ class EvaluationFacts:
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
                     continue
-                if not (self._after_load(call, loads, function) or self._on_eval_data(call)):
+                if not (self._on_eval_data(call) or self._after_load(call, loads, function) and not self._on_random_input(call)):
                     continue
                 if not self.runs_module(model, function) or self._feeds_backward(call):
                     continue
@@ -710,6 +1064,20 @@ class EvaluationFacts:
                 else:
                     groups[key] = EvalScope("statement", anchor, function, [call])
         return list(groups.values())
+
+    def _on_random_input(self, call: cst.Call) -> bool:
+        """A forward pass on made-up tensors only (``net(torch.rand(2, 20))``): a shape demo or
+        a check that the weights loaded, not inference."""
+        values = [a.value for a in call.args]
+        return bool(values) and all(self._random_tensor(v, frozenset()) for v in values)
+
+    def _random_tensor(self, expr: cst.BaseExpression, seen: frozenset) -> bool:
+        if isinstance(expr, cst.Call):
+            return self.model.qualified_name(expr.func) in _RANDOM_TENSORS
+        if isinstance(expr, cst.Name) and expr.value not in seen:
+            values = self.model.values(expr)
+            return bool(values) and all(self._random_tensor(v, seen | {expr.value}) for v in values)
+        return False
 
     def _loads(self, function: cst.FunctionDef | None) -> list[tuple[cst.CSTNode, str]]:
         """Weights loaded in a function's own body: ``m.load_state_dict(...)``, ``m = torch.load(...)``."""
@@ -815,7 +1183,7 @@ class EvaluationFacts:
             return self.anchor(scope.node, scope.model, scope.function)
         if scope.kind == "statement":
             return scope.node
-        if self._bound_inside(scope):
+        if self.bound_inside(scope):
             return self.anchor(scope.forwards[0], scope.model, scope.function)
         body = scope.node.body
         if not isinstance(body, cst.IndentedBlock):
@@ -826,7 +1194,23 @@ class EvaluationFacts:
             index += 1
         return statements[index]
 
-    def _bound_inside(self, scope: EvalScope) -> bool:
+    def callers_unknown(self, function: cst.FunctionDef) -> bool:
+        """No call of the function in the file, or it is passed around by name: what runs
+        after it returns is unknown."""
+        return not self.call_sites(function) or self._referenced(function)
+
+    def reached_from_callback(self, function: cst.FunctionDef, seen: frozenset = frozenset()) -> bool:
+        """Whether the function is passed around by name, or called (directly or through
+        other functions) from one that is: a forward function handed to an attribution method
+        (``IntegratedGradients(forward_func)``), whose output that method differentiates."""
+        if function in seen:
+            return False
+        if self._referenced(function):
+            return True
+        callers = {self.function_of[site] for site in self.call_sites(function)} - {None}
+        return any(self.reached_from_callback(caller, seen | {function}) for caller in callers)
+
+    def bound_inside(self, scope: EvalScope) -> bool:
         """The scope's model is created inside the evaluation function (not a parameter)."""
         root = _root(scope.model)
         if not isinstance(root, cst.Name) or root.value in [p.name.value for p in scope.node.params.params]:
@@ -841,7 +1225,7 @@ class EvaluationFacts:
         if scope.kind != "function":
             anchor = self.anchor(scope.node if scope.kind == "loop" else scope.forwards[0], scope.model, scope.function)
             return [(anchor, model)] if self._leaks_into_training(anchor, scope.function, frozenset()) else []
-        if self._bound_inside(scope):
+        if self.bound_inside(scope):
             return []
         restores = []
         for site in self.call_sites(scope.node):
