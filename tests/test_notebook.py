@@ -236,20 +236,31 @@ class RemovePass(Rule):
             self.report(node, fix=Fix("remove", {node: cst.RemoveFromParent()}))
 
 
-@pytest.mark.parametrize(
-    "nb",
-    [
-        notebook(code("x = 1\npass"), code("y = 2")),  # the fixes would remove the cell boundary
-        notebook(code("%time x = 1\npass")),  # and here the line that masks `%time`
-    ],
-    ids=["boundary", "masked line"],
-)
-def test_fixes_that_would_break_cells_are_dropped(nb):
-    data = jupyter(nb)
-    result = lint(data, rules=[RemovePass], fix=True)
+def test_fixes_that_would_change_the_notebooks_own_lines_are_dropped_one_by_one():
+    nb = notebook(code("x = 1\npass"), code("%time y = 2\ny = 3"))
+    # Only the user's own `pass` is reported, not the lines torchlint put in between (the cell
+    # boundary, the line that masks `%time`), and only its fix is applied.
+    assert where(lint(nb, rules=[RemovePass])) == [("TL996", 1, 2, 1)]
+    result = lint(nb, rules=[RemovePass], fix=True)
+    assert result.fixed_count == 1 and sources(result.fixed_source) == ["x = 1", "%time y = 2\ny = 3"]
+
+
+class EmptyLoops(Rule):
+    """Removes every `pass` from a loop's body (a test rule whose fix rewrites masked lines)."""
+
+    code, name, message = "TL995", "empty-loops", "loop with pass"
+
+    def visit_For(self, node: cst.For) -> None:
+        body = [s for s in node.body.body if not m.matches(s, m.SimpleStatementLine([m.Pass()]))]
+        if len(body) < len(node.body.body):
+            self.report(node, fix=Fix("remove", {node: node.with_deep_changes(node.body, body=body or [cst.parse_statement("...")])}))
+
+
+def test_a_fix_that_still_rewrites_a_masked_line_leaves_the_notebook_unfixed():
+    data = jupyter(notebook(code("for i in range(2):\n    %time f(i)\n    pass")))
+    result = lint(data, rules=[EmptyLoops], fix=True)
     assert result.fixed_source == data and result.fixed_count == 0
-    # Only the user's own `pass` is reported, not the lines torchlint put in between.
-    assert where(result) == [("TL996", 1, 2, 1)]
+    assert where(result) == [("TL995", 1, 1, 1)]
 
 
 # --- invalid notebooks -------------------------------------------------------------------
@@ -423,3 +434,12 @@ def test_a_discarded_move_that_a_cell_displays_is_not_turned_into_an_assignment(
     result = lint(nb, rules=[rule_by_code("TL203")], fix=True)
     assert [(f.code, f.cell, f.fix) for f in result.findings] == [("TL203", 2, None)]
     assert sources(result.fixed_source)[1:] == ["x.to('cpu')", "x = x.to('cpu')\ny = 1"]
+
+
+def test_a_fix_that_reaches_into_another_cell_is_dropped():
+    # The device definition would go after the imports in cell 1, the call is in cell 2: the
+    # fix cannot be shown as edits of the finding's cell, so `--fix` does not apply it either.
+    nb = notebook(code("import torch"), code("model = torch.nn.Linear(2, 2)\nmodel = model.cuda()"))
+    result = lint(nb, rules=[rule_by_code("TL201")], fix=True)
+    assert where(result) == [("TL201", 2, 2, 15)] and result.findings[0].fix is None
+    assert result.fixed_source == jupyter(nb)

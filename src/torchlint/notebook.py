@@ -26,6 +26,7 @@ dropped: the finding is reported without it.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import functools
 import io
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source, parse_error_finding
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
@@ -102,8 +104,8 @@ def lint_notebook(
             findings.append(error)
     # The kernel's cells are one program; each `%%writefile` cell is a module of its own.
     kernel = [cell for cell in valid if cell.runs_in_kernel]
-    programs = [([_keeping_display(rule) for rule in rules], kernel)] if kernel else []
-    programs += [(rules, [cell]) for cell in valid if not cell.runs_in_kernel]
+    programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel)] if kernel else []
+    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell]) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
     fixed_count = 0
     for program_rules, program in programs:
@@ -311,19 +313,50 @@ def _dump(notebook: dict, original: str) -> bytes:
     return (bom + text + body[len(body.rstrip()) :]).encode("utf-8")
 
 
-# --- what a cell displays ----------------------------------------------------------------
+# --- fixes a notebook can take ------------------------------------------------------------
 
 
 @functools.cache
-def _keeping_display(rule: type[Rule]) -> type[Rule]:
-    """``rule``, with any fix that would change what a cell displays dropped."""
+def _in_notebook(rule: type[Rule], displays: bool) -> type[Rule]:
+    """``rule``, with the fixes that a notebook cannot take dropped: those that reach beyond
+    the finding's cell, rewrite a masked line or, when ``displays`` (the kernel's cells),
+    change what a cell displays. The finding is reported without its fix."""
 
     def report(self: Rule, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        if fix is not None and _changes_display(self.context.module, fix):
+        if fix is not None and (
+            _reaches_beyond_cell(self.context.wrapper, node, fix) or displays and _changes_display(self.context.module, fix)
+        ):
             fix = None
         rule.report(self, node, message, fix=fix)
 
     return type(rule.__name__, (rule,), {"report": report, "__module__": rule.__module__, "__doc__": rule.__doc__})
+
+
+def _reaches_beyond_cell(wrapper: MetadataWrapper, node: cst.CSTNode, fix: Fix) -> bool:
+    """Whether ``fix`` changes code outside the cell of ``node``, across a cell boundary, or
+    starting on a masked line. Its edits could not be shown within the finding's cell."""
+    boundaries, masked = _synthetic_rows(wrapper.module)
+    positions = wrapper.resolve(PositionProvider)
+    cell = bisect.bisect_left(boundaries, positions[node].start.line)
+    for changed in fix.changes:
+        start, end = positions[changed].start.line, positions[changed].end.line
+        if start in masked or {start, end} & set(boundaries):
+            return True
+        if bisect.bisect_left(boundaries, start) != cell or bisect.bisect_left(boundaries, end) != cell:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=2)
+def _synthetic_rows(module: cst.Module) -> tuple[list[int], set[int]]:
+    """The rows of the boundary lines (sorted) and of the masking lines of a joined module."""
+    boundaries, masked = [], set()
+    for row, line in enumerate(_lines(module.code), 1):
+        if line == BOUNDARY:
+            boundaries.append(row)
+        elif _MASK_LINE.fullmatch(line):
+            masked.add(row)
+    return boundaries, masked
 
 
 def _changes_display(module: cst.Module, fix: Fix) -> bool:
