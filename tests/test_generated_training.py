@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import notebooks, programs
@@ -33,12 +34,7 @@ from torchlint.config import select_rules
 from torchlint.engine import INVALID_FILE, FixMode, lint_module_source
 from torchlint.notebook import lint_notebook
 
-ALL_RULES = select_rules(["ALL"], [], [])
-# Rules that break a property on generated code: the minimal reproducer is in each reason.
-# They are left out of the tests over all rules and tested alone, expected to fail, until
-# they are fixed.
-BROKEN = {}
-RULES = [rule for rule in ALL_RULES if rule.code not in BROKEN]
+RULES = select_rules(["ALL"], [], [])
 MODES = {"safe": FixMode.SAFE, "unsafe": FixMode.UNSAFE}
 # Fixing one at a time takes one lint per fix; more than this means a fix does not remove
 # its finding.
@@ -124,7 +120,8 @@ def check(kind: Kind, source, rules) -> None:
         assert not kind.invalid(at_once), f"--fix ({name}) breaks the code:\n{at_once}"
         again = kind.lint(at_once, rules, mode, False).fixed_source
         assert again == at_once, f"a second --fix ({name}) changes:\n{at_once}\nto\n{again}"
-    for rule in [r for r in rules if r.code in {f.code for f in fixable(result.findings, FixMode.UNSAFE)}]:
+    fixed_codes = {f.code for f in fixable(result.findings, FixMode.UNSAFE)} - set(ORDER_DEPENDENT)
+    for rule in [r for r in rules if r.code in fixed_codes]:
         at_once = kind.lint(source, [rule], FixMode.UNSAFE, False).fixed_source
         one_by_one = one_at_a_time(kind, source, [rule])
         assert one_by_one == at_once, f"{rule.code}: fixing one at a time gives\n{one_by_one}\nall at once\n{at_once}"
@@ -149,3 +146,40 @@ def test_generated_programs_lint_and_fix_soundly(program):
 @given(notebooks())
 def test_generated_notebooks_lint_and_fix_soundly(data):
     check(NOTEBOOK, data, RULES)
+
+
+# --- what these properties found -----------------------------------------------------------
+# Minimal reproducers of rules that break a property, expected to fail until the rule is
+# fixed (then the test passes, and the entry goes).
+
+# Rules whose fixes, one at a time, do not end where `--fix` ends: left out of that check.
+ORDER_DEPENDENT = {
+    "TL203": (
+        "after `x = x.cuda()`, a second discarded `x.cuda()` in the loop is no longer reported",
+        "def fit():\n    for x, y in val_loader:\n        x.cuda()\n        x.cuda()\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(ORDER_DEPENDENT))
+def test_known_order_dependent_fixes(code):
+    reason, source = ORDER_DEPENDENT[code]
+    rules = [r for r in RULES if r.code == code]
+    if one_at_a_time(MODULE, source, rules) != lint_module_source(source, rules, FixMode.UNSAFE).fixed_source:
+        pytest.xfail(f"{code}: {reason}")
+
+
+# `--fix` never settles: TL401 takes the parameter `model` of a lambda in a default value for
+# the evaluation function's model and inserts `model.eval()` again on every run.
+NEVER_SETTLES = """def evaluation_step(fn=lambda model, x: model(x)):
+    try:
+        import torch
+    except ImportError:
+        pass
+"""
+
+
+@pytest.mark.xfail(strict=False, reason="TL401: a lambda's parameter taken for the evaluated model; `--fix` never settles")
+def test_fix_settles_with_a_lambda_in_a_default_value():
+    fixed = lint_module_source(NEVER_SETTLES, RULES, FixMode.UNSAFE).fixed_source
+    assert lint_module_source(fixed, RULES, FixMode.UNSAFE).fixed_source == fixed
