@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from torchlint.cli import main
 from torchlint.engine import FixMode
 from torchlint.notebook import lint_notebook
-from torchlint.rule import Fix, Rule, rule_by_code
+from torchlint.rule import Edit, Fix, Location, Rule, rule_by_code
 
 NOTEBOOKS = FIXTURES / "notebooks"
 TL501 = [rule_by_code("TL501")]
@@ -206,14 +206,16 @@ def _calls(statement, name: str) -> bool:
 
 
 def test_inserted_lines_land_in_the_cell_of_the_statement_they_belong_to():
-    nb = notebook(code("x = 1\nprint(x)"), markdown("then"), code("train()\n"), code("print(2)\ntrain()"))
+    # `print(x);` ends cell 1 without displaying anything (the semicolon), so a statement may
+    # be added after it.
+    nb = notebook(code("x = 1\nprint(x);"), markdown("then"), code("train()\n"), code("print(2)\ntrain()"))
     result = lint(nb, rules=[FlushAfterPrint, SeedBeforeTrain], fix=True)
     assert result.fixed_count == 4 and where(result) == []
-    assert sources(result.fixed_source) == ["x = 1\nprint(x)\nflush()", "then", "seed()\ntrain()\n", "print(2)\nflush()\nseed()\ntrain()"]
+    assert sources(result.fixed_source) == ["x = 1\nprint(x);\nflush()", "then", "seed()\ntrain()\n", "print(2)\nflush()\nseed()\ntrain()"]
 
 
 def test_findings_and_edits_are_relative_to_the_cell():
-    result = lint(notebook(code("x = 1\nprint(x)"), code("y = 2\ntrain()")), rules=[FlushAfterPrint, SeedBeforeTrain], with_edits=True)
+    result = lint(notebook(code("x = 1\nprint(x);"), code("y = 2\ntrain()")), rules=[FlushAfterPrint, SeedBeforeTrain], with_edits=True)
     found = {f.code: f for f in result.findings}
     assert (found["TL998"].cell, found["TL998"].start.row) == (1, 2)
     assert (found["TL997"].cell, found["TL997"].start.row) == (2, 2)
@@ -234,20 +236,31 @@ class RemovePass(Rule):
             self.report(node, fix=Fix("remove", {node: cst.RemoveFromParent()}))
 
 
-@pytest.mark.parametrize(
-    "nb",
-    [
-        notebook(code("x = 1\npass"), code("y = 2")),  # the fixes would remove the cell boundary
-        notebook(code("%time x = 1\npass")),  # and here the line that masks `%time`
-    ],
-    ids=["boundary", "masked line"],
-)
-def test_fixes_that_would_break_cells_are_dropped(nb):
-    data = jupyter(nb)
-    result = lint(data, rules=[RemovePass], fix=True)
+def test_fixes_that_would_change_the_notebooks_own_lines_are_dropped_one_by_one():
+    nb = notebook(code("x = 1\npass"), code("%time y = 2\ny = 3"))
+    # Only the user's own `pass` is reported, not the lines torchlint put in between (the cell
+    # boundary, the line that masks `%time`), and only its fix is applied.
+    assert where(lint(nb, rules=[RemovePass])) == [("TL996", 1, 2, 1)]
+    result = lint(nb, rules=[RemovePass], fix=True)
+    assert result.fixed_count == 1 and sources(result.fixed_source) == ["x = 1", "%time y = 2\ny = 3"]
+
+
+class EmptyLoops(Rule):
+    """Removes every `pass` from a loop's body (a test rule whose fix rewrites masked lines)."""
+
+    code, name, message = "TL995", "empty-loops", "loop with pass"
+
+    def visit_For(self, node: cst.For) -> None:
+        body = [s for s in node.body.body if not m.matches(s, m.SimpleStatementLine([m.Pass()]))]
+        if len(body) < len(node.body.body):
+            self.report(node, fix=Fix("remove", {node: node.with_deep_changes(node.body, body=body or [cst.parse_statement("...")])}))
+
+
+def test_a_fix_that_still_rewrites_a_masked_line_leaves_the_notebook_unfixed():
+    data = jupyter(notebook(code("for i in range(2):\n    %time f(i)\n    pass")))
+    result = lint(data, rules=[EmptyLoops], fix=True)
     assert result.fixed_source == data and result.fixed_count == 0
-    # Only the user's own `pass` is reported, not the lines torchlint put in between.
-    assert where(result) == [("TL996", 1, 2, 1)]
+    assert where(result) == [("TL995", 1, 1, 1)]
 
 
 # --- invalid notebooks -------------------------------------------------------------------
@@ -301,3 +314,132 @@ def test_cli_reports_an_invalid_notebook_without_a_traceback(tmp_path):
     result = CliRunner().invoke(main, ["check", "--no-cache", "broken.ipynb"], catch_exceptions=False)
     assert result.exit_code == 1
     assert "broken.ipynb:1:12: TL000 invalid notebook: not JSON: Expecting value" in result.output
+
+
+# --- as IPython reads a cell ---------------------------------------------------------------
+
+
+def test_a_cell_indented_as_a_whole_is_linted_and_fixed_with_its_indentation():
+    # IPython removes the indentation that all lines of a cell share before running it.
+    cell = "    " + MODEL.replace("\n", "\n    ") + "\n\n    " + SAVE + "\n"
+    result = lint(notebook(code(cell)), with_edits=True)
+    assert where(result) == [("TL501", 1, 5, 16)]
+    [edit] = result.findings[0].fix.edits
+    assert (edit.content, edit.start, edit.end) == (".state_dict()", Location(5, 21), Location(5, 21))
+    fixed = lint(notebook(code(cell)), fix=True)
+    assert sources(fixed.fixed_source) == [cell.replace(SAVE, 'torch.save(model.state_dict(), "m.pt")')]
+
+
+def test_statements_a_fix_inserts_into_an_indented_cell_get_its_indentation():
+    nb = notebook(code("  x = 1\n  print(x);\n"), code("\ty = 2\n\ttrain()"))
+    result = lint(nb, rules=[FlushAfterPrint, SeedBeforeTrain], with_edits=True)
+    edits = {f.code: f.fix.edits for f in result.findings}
+    assert edits["TL998"] == (Edit("  flush()\n", Location(3, 1), Location(3, 1)),)
+    assert edits["TL997"] == (Edit("seed()\n\t", Location(2, 2), Location(2, 2)),)
+    fixed = lint(nb, rules=[FlushAfterPrint, SeedBeforeTrain], fix=True)
+    assert sources(fixed.fixed_source) == ["  x = 1\n  print(x);\n  flush()\n", "\ty = 2\n\tseed()\n\ttrain()"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["torch.*Tensor?", "?torch.*Tensor", "*int*??", "nn.Linear?", "model??", "?model", "%timeit?", "x = model?", "model.layers[0]?"],
+)
+def test_help_lines_with_or_without_wildcards_are_masked(line):
+    result = lint(notebook(code(MODEL + "\n" + line), code(f"{line}\n{SAVE}")))
+    assert where(result) == [("TL501", 2, 2, 12)]
+
+
+def test_question_marks_that_are_not_help_are_left_to_python():
+    # In a comment or a string `?` is Python; after a call it is IPython's syntax error too.
+    nb = notebook(code(MODEL + '\nq = "why?"  # really?'), code(SAVE), code("print(q)?"))
+    assert [(f.code, f.cell) for f in lint(nb).findings] == [("TL501", 2), ("TL000", 3)]
+
+
+def test_a_shell_escape_continued_by_backslashes_is_masked_whole():
+    cell = "!python prepare.py --data_dir data \\\n                   --split train\n" + SAVE
+    result = lint(notebook(code(MODEL), code(cell)), fix=True)
+    assert where(result) == []
+    assert sources(result.fixed_source)[1] == cell.replace(SAVE, 'torch.save(model.state_dict(), "m.pt")')
+
+
+def test_a_cell_magic_after_blank_lines_still_names_the_cell_language():
+    nb = notebook(code(MODEL), code("\n%%bash\nfor f in *.pt; do echo $f; done"), code(f"\n\n%%time\n{SAVE}"))
+    assert where(lint(nb)) == [("TL501", 3, 4, 12)]
+
+
+def test_writefile_cell_is_linted_as_the_module_it_writes():
+    written = f"%%writefile train.py\n{MODEL}\n{SAVE}\n"
+    result = lint(notebook(code(written), code("!python train.py")), fix=True)
+    assert sources(result.fixed_source)[0] == written.replace(SAVE, 'torch.save(model.state_dict(), "m.pt")')
+    # The module is not the kernel's: its model is not the one a later cell saves.
+    unfixed = lint(notebook(code(written), code(SAVE)))
+    assert where(unfixed) == [("TL501", 1, 5, 12)]
+
+
+@pytest.mark.parametrize("magic", ["%%writefile -a train.py", "%%writefile notes.md", "%%file config.yaml", "%%bash"])
+def test_other_file_and_shell_cells_are_not_linted(magic):
+    assert where(lint(notebook(code(f"{magic}\n{MODEL}\n{SAVE}\n!ls -l")))) == []
+
+
+def test_an_ipython_line_in_a_written_python_file_is_invalid_there():
+    result = lint(notebook(code(f"%%writefile run.py\n!ls\n{MODEL}")))
+    assert [(f.code, f.cell, f.start.row) for f in result.findings] == [("TL000", 1, 2)]
+
+
+def test_a_cell_that_is_not_python_is_tl000_and_the_others_are_still_linted():
+    nb = notebook(code(MODEL), code("import torch\n\nx = <YOUR CODE>"), markdown("Save"), code(SAVE), code("  y = (\n  "))
+    result = lint(nb, fix=True)
+    assert [(f.code, f.cell, f.start.row, f.start.column) for f in result.findings] == [
+        ("TL000", 2, 3, 5),
+        ("TL000", 5, 1, 7),
+    ]
+    assert "SyntaxError" in result.findings[0].message
+    assert sources(result.fixed_source)[1:] == ["import torch\n\nx = <YOUR CODE>", "Save", 'torch.save(model.state_dict(), "m.pt")', "  y = (\n  "]
+
+
+LOAD = """import torch
+from torchvision.models import resnet18
+model = resnet18()
+model.load_state_dict(torch.load("m.pt", map_location="cpu", weights_only=True))
+model.eval()
+image = torch.rand(1, 3, 8, 8)"""
+TL402 = [rule_by_code("TL402")]
+
+
+@pytest.mark.parametrize("last", ["model(image)", "model(image).argmax(1)", "model(image)  # the logits"])
+def test_a_fix_never_hides_what_a_cell_displays(last):
+    # Wrapping the last expression in `with torch.no_grad():` would stop Jupyter displaying it.
+    nb = notebook(code(LOAD), code(last))
+    result = lint(nb, rules=TL402, fix=True, with_edits=True)
+    assert where(result) == [("TL402", 2, 1, 1)] and result.findings[0].fix is None
+    assert result.fixed_source == jupyter(nb)
+
+
+@pytest.mark.parametrize(
+    "last, fixed",
+    [
+        ("logits = model(image)", "with torch.no_grad():\n    logits = model(image)"),
+        ("model(image);", "with torch.no_grad():\n    model(image);"),
+        ("model(image)\nprint(1)", "with torch.no_grad():\n    model(image)\nprint(1)"),
+    ],
+    ids=["assignment", "semicolon", "not last"],
+)
+def test_a_fix_may_wrap_what_a_cell_does_not_display(last, fixed):
+    result = lint(notebook(code(LOAD), code(last)), rules=TL402, fix=True)
+    assert sources(result.fixed_source)[1] == fixed
+
+
+def test_a_discarded_move_that_a_cell_displays_is_not_turned_into_an_assignment():
+    nb = notebook(code("import torch\nx = torch.ones(2)"), code("x.to('cpu')"), code("x.to('cpu')\ny = 1"))
+    result = lint(nb, rules=[rule_by_code("TL203")], fix=True)
+    assert [(f.code, f.cell, f.fix) for f in result.findings] == [("TL203", 2, None)]
+    assert sources(result.fixed_source)[1:] == ["x.to('cpu')", "x = x.to('cpu')\ny = 1"]
+
+
+def test_a_fix_that_reaches_into_another_cell_is_dropped():
+    # The device definition would go after the imports in cell 1, the call is in cell 2: the
+    # fix cannot be shown as edits of the finding's cell, so `--fix` does not apply it either.
+    nb = notebook(code("import torch"), code("model = torch.nn.Linear(2, 2)\nmodel = model.cuda()"))
+    result = lint(nb, rules=[rule_by_code("TL201")], fix=True)
+    assert where(result) == [("TL201", 2, 2, 15)] and result.findings[0].fix is None
+    assert result.fixed_source == jupyter(nb)

@@ -1,43 +1,69 @@
-"""Jupyter notebooks: the code cells are linted and fixed as one program.
+"""Jupyter notebooks: the code cells are linted and fixed as one program, as IPython reads them.
 
 A loop in one cell and the model in another are one script, as the kernel runs them, so the
 code cells are joined into one module for the engine. Between two cells goes a boundary line
 (a ``pass`` statement carrying a marker comment): a fix that inserts a statement after the
 last one of a cell, or before the first one of the next, lands on the right side of it, and
-splitting the fixed module at the boundaries gives each cell its new source. IPython syntax
-(line magics, shell escapes, help lines) is masked by ``pass`` lines of the same indentation,
-so the module parses and rows stay aligned; masked lines get their text back when the cells
-are rebuilt.
+splitting the fixed module at the boundaries gives each cell its new source.
+
+Each cell is read as IPython reads it before running it: the indentation that all its lines
+share is removed, and IPython syntax (line magics, shell escapes and their backslash
+continuations, help lines such as ``model?`` or ``torch.*Tensor?``, a Python cell magic such
+as ``%%time``) is masked by ``pass`` lines of the same indentation, so the module parses and
+rows stay aligned; when the cells are rebuilt, masked lines get their text back and the
+shared indentation is put back. A cell that is still not valid Python is reported as
+``TL000`` in that cell and left out of the program. A ``%%writefile name.py`` cell is the
+module it writes, linted on its own; cells under other cell magics (``%%bash``) are not
+Python and are skipped.
 
 Findings carry the 1-based cell number, counting every cell (markdown included) as Jupyter
 shows them, and rows and columns within the cell. A fix rewrites only the ``source`` of the
-cells it changed; outputs, metadata, ids, key order and the JSON layout are kept.
+cells it changed; outputs, metadata, ids, key order and the JSON layout are kept. A fix that
+would change what a cell displays (its last statement, when that is an expression) is
+dropped: the finding is reported without it.
 """
 
 from __future__ import annotations
 
+import ast
+import bisect
 import dataclasses
+import functools
 import io
 import itertools
 import json
+import os
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source
-from torchlint.rule import Applicability, Edit, Finding, Location, Rule
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source, parse_error_finding
+from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
 
 BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
+_BOUNDARY_COMMENT = BOUNDARY.removeprefix("pass  ").rstrip("\n")
 _MASK = "pass  # __torchlint_masked_line_{}__\n"
 _MASK_LINE = re.compile(r"[ \t]*pass  # __torchlint_masked_line_\d+__\n")
 
-# A line magic (`%matplotlib inline`), shell escape (`!pip install x`), help line (`model?`,
-# `?model`) or an assignment from one (`files = !ls`, `t = %timeit -o f()`).
-_IPYTHON_LINE = re.compile(r"[ \t]*(?:[%!]|\?{1,2}[\w.]|[\w.]+\?{1,2}[ \t]*$|[\w.]+[ \t]*=[ \t]*[%!])")
-# Cell magics whose body is Python that the kernel runs. Any other (`%%bash`, `%%writefile`,
-# `%%html`) makes the cell something other than Python, and it is not linted.
+# IPython syntax on a line that starts a statement. An escape: a line magic (`%matplotlib
+# inline`), a shell escape (`!pip install x`), help (`?model`, `??torch.save`) or an autocall
+# (`/print x`, `,f a b`, `;f a b`).
+_ESCAPE = re.compile(r"[ \t]*(?:[%!?]|[/,;][A-Za-z_])")
+# An assignment from a magic or shell escape (`files = !ls`, `t = %timeit -o f()`).
+_ASSIGN_FROM_ESCAPE = re.compile(r"[ \t]*[\w.,()\[\] \t]+=[ \t]*(?:%\w|!)")
+# Help after a name (`model?`, `nn.Linear??`, `torch.*Tensor?`, `%timeit?`), which IPython
+# recognises at the end of any line: what comes before it on the line is dropped.
+_HELP_AFTER = re.compile(r"[^#'\"\r\n]*?%{0,2}(?!\d)[\w*]+(?:\.(?!\d)[\w*]+|\[-?[0-9]+\])*\?\??[ \t]*\r?\n?$")
+# Cell magics whose body is Python that the kernel runs, and those that write their body to
+# a file (linted as that file when its name ends with `.py`). Any other (`%%bash`, `%%html`)
+# makes the cell something other than Python, and it is not linted.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
+FILE_CELL_MAGICS = frozenset({"writefile", "file"})
 
 
 class InvalidNotebook(ValueError):
@@ -50,8 +76,10 @@ class InvalidNotebook(ValueError):
 class CodeCell:
     number: int  # 1-based among all cells
     text: str  # the cell's source as stored
-    lines: list[str] = field(default_factory=list)  # as joined: each ends with "\n", magics masked
-    masked: dict[str, str] = field(default_factory=dict)  # masking line -> the line it replaced
+    runs_in_kernel: bool  # False for a `%%writefile name.py` cell: a module of its own
+    margin: str = ""  # the indentation every line shares, which IPython removes
+    lines: list[str] = field(default_factory=list)  # as linted: each ends with "\n", margin removed, magics masked
+    masked: dict[str, str] = field(default_factory=dict)  # masking line -> the line it replaced, as stored
 
 
 def lint_notebook(
@@ -66,23 +94,53 @@ def lint_notebook(
     except InvalidNotebook as error:
         finding = Finding(INVALID_FILE, f"invalid notebook: {error}", error.location, error.location)
         return SourceResult([finding], source, source)
-    if not cells:
-        return SourceResult([], source, source)
+    findings = []
+    valid = []
+    for cell in cells:
+        error = _syntax_error(cell)
+        if error is None:
+            valid.append(cell)
+        else:  # reported in its cell; the other cells are still linted
+            findings.append(error)
+    # The kernel's cells are one program; each `%%writefile` cell is a module of its own.
+    kernel = [cell for cell in valid if cell.runs_in_kernel]
+    programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel)] if kernel else []
+    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell]) for cell in valid if not cell.runs_in_kernel]
+    new_sources: dict[int, str] = {}
+    fixed_count = 0
+    for program_rules, program in programs:
+        found, fixed, count = _lint_program(program, program_rules, fix_mode, with_edits)
+        findings += found
+        new_sources.update(fixed)
+        fixed_count += count
+    findings.sort(key=lambda f: (f.cell or 0, f.start, f.end, f.code, f.message))
+    if not fixed_count:
+        return SourceResult(findings, source, source)
+    for number, new in new_sources.items():
+        raw = notebook["cells"][number - 1]
+        raw["source"] = new.splitlines(keepends=True) if isinstance(raw["source"], list) else new
+    return SourceResult(findings, source, _dump(notebook, text), fixed_count)
+
+
+def _lint_program(
+    cells: list[CodeCell], rules: Sequence[type[Rule]], fix_mode: frozenset[Applicability], with_edits: bool
+) -> tuple[list[Finding], dict[int, str], int]:
+    """The findings of cells joined into one module, the new source of each cell a fix
+    changed, and the number of fixes."""
     module = BOUNDARY.join("".join(cell.lines) for cell in cells)
     result = lint_module_source(module, rules, fix_mode, with_edits)
-    new_sources = _split(result.fixed_source, cells) if result.fixed_count else None
-    if result.fixed_count and new_sources is None:
+    fixed_parts = _parts(result.fixed_source, cells) if result.fixed_count else None
+    if result.fixed_count and fixed_parts is None:
         # A fix crossed a cell boundary or rewrote a masked line: that result has no notebook
         # to go back into, so nothing is fixed and the findings are reported as they are.
         result = lint_module_source(module, rules, FixMode.NONE, with_edits)
-    findings = _to_cells(result.findings, _rows(result.fixed_source, cells))
-    if new_sources is None:
-        return SourceResult(findings, source, source)
-    for cell, new in zip(cells, new_sources):
-        if new != cell.text:
-            raw = notebook["cells"][cell.number - 1]
-            raw["source"] = new.splitlines(keepends=True) if isinstance(raw["source"], list) else new
-    return SourceResult(findings, source, _dump(notebook, text), result.fixed_count)
+    parts = fixed_parts or _parts(result.fixed_source, cells)
+    findings = _to_cells(result.findings, cells, parts)
+    if fixed_parts is None:
+        return findings, {}, 0
+    new_sources = {cell.number: _restore(cell, part) for cell, part in zip(cells, fixed_parts)}
+    changed = {cell.number: new_sources[cell.number] for cell in cells if new_sources[cell.number] != cell.text}
+    return findings, changed, result.fixed_count
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -125,6 +183,7 @@ def _source_text(cell: dict, number: int) -> str:
 
 
 def _code_cells(notebook: dict) -> list[CodeCell]:
+    """The cells that hold Python, read as IPython reads them."""
     if not _is_python(notebook):  # an R or Julia notebook is not ours to lint
         return []
     cells = []
@@ -132,18 +191,31 @@ def _code_cells(notebook: dict) -> list[CodeCell]:
     for number, raw in enumerate(notebook["cells"], 1):
         if not isinstance(raw, dict) or raw.get("cell_type") != "code":
             continue
-        cell = CodeCell(number, _source_text(raw, number))
-        magic = re.match(r"%%(\w+)", cell.text)
-        if magic and magic.group(1) not in PYTHON_CELL_MAGICS:
+        text = _source_text(raw, number)
+        stored = [line if line.endswith(("\n", "\r")) else line + "\n" for line in _lines(text)]
+        margin = _margin(stored)
+        lines = [line.removeprefix(margin) if line.strip() else line for line in stored]
+        first = next((row for row, line in enumerate(lines) if line.strip()), 0)
+        magic = re.match(r"%%(\w+)(.*)", lines[first]) if lines else None
+        if magic and magic.group(1) in FILE_CELL_MAGICS:
+            if not _writes_python_module(magic.group(2)):
+                continue
+        elif magic and magic.group(1) not in PYTHON_CELL_MAGICS:
             continue
-        for row, line in enumerate(_lines(cell.text)):
-            line = line if line.endswith(("\n", "\r")) else line + "\n"  # the last line
-            if (row == 0 and magic) or (_IPYTHON_LINE.match(line) and _starts_statement(cell.lines)):
-                indent = line[: len(line) - len(line.lstrip(" \t"))]
-                mask = indent + _MASK.format(next(mask_ids))
-                cell.masked[mask] = line
-                line = mask
-            cell.lines.append(line)
+        runs_in_kernel = not (magic and magic.group(1) in FILE_CELL_MAGICS)
+        cell = CodeCell(number, text, runs_in_kernel, margin)
+        continued_indent = None  # the indentation of an IPython line continued by a backslash
+        for row, line in enumerate(lines):
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            if continued_indent is not None:
+                indent = continued_indent
+            elif not (row == first and magic or runs_in_kernel and _is_ipython_line(line, cell.lines)):
+                cell.lines.append(line)
+                continue
+            mask = indent + _MASK.format(next(mask_ids))
+            cell.masked[mask] = stored[row]
+            cell.lines.append(mask)
+            continued_indent = indent if runs_in_kernel and line.endswith("\\\n") else None
         cells.append(cell)
     return cells
 
@@ -151,6 +223,25 @@ def _code_cells(notebook: dict) -> list[CodeCell]:
 def _lines(text: str) -> list[str]:
     """Lines with their endings, split only where Python splits them (not at form feeds)."""
     return io.StringIO(text, newline="").readlines()
+
+
+def _margin(lines: list[str]) -> str:
+    """The indentation all non-blank lines share (IPython removes it before running a cell)."""
+    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in lines if line.strip()]
+    return os.path.commonprefix(indents) if indents else ""
+
+
+def _writes_python_module(arguments: str) -> bool:
+    """Whether `%%writefile ARGUMENTS` writes a whole `.py` file (appending, `-a`, writes part
+    of one, which need not be valid Python on its own)."""
+    words = arguments.split()
+    return bool(words) and not {"-a", "--append"} & set(words) and words[-1].strip("'\"").endswith(".py")
+
+
+def _is_ipython_line(line: str, previous: list[str]) -> bool:
+    if not (_ESCAPE.match(line) or _ASSIGN_FROM_ESCAPE.match(line) or _HELP_AFTER.match(line)):
+        return False
+    return _starts_statement(previous)
 
 
 def _starts_statement(previous: list[str]) -> bool:
@@ -164,12 +255,28 @@ def _starts_statement(previous: list[str]) -> bool:
     return True
 
 
+def _syntax_error(cell: CodeCell) -> Finding | None:
+    """TL000 in the cell when it is not valid Python once its IPython syntax is masked. Each
+    cell is compiled on its own, as the kernel compiles it."""
+    try:
+        with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
+            warnings.simplefilter("ignore")
+            compile("".join(cell.lines), "<cell>", "exec", ast.PyCF_ONLY_AST)
+    except Exception as error:  # any failure is a finding, never a crash
+        finding = parse_error_finding(error)
+        row = min(finding.start.row, len(cell.lines)) if cell.lines else 1
+        shift = len(cell.margin) if cell.lines and cell.lines[row - 1].strip() else 0
+        start = Location(row, finding.start.column + shift)
+        return dataclasses.replace(finding, cell=cell.number, start=start, end=start)
+    return None
+
+
 # --- fixing ----------------------------------------------------------------------------
 
 
-def _split(module: str, cells: list[CodeCell]) -> list[str] | None:
-    """Each code cell's new source from the fixed module, or None when a fix crossed a
-    boundary or changed a masked line."""
+def _parts(module: str, cells: list[CodeCell]) -> list[list[str]] | None:
+    """Each cell's lines in the (fixed) module, or None when a fix crossed a boundary or
+    changed a masked line."""
     parts: list[list[str]] = [[]]
     for line in _lines(module):
         if line == BOUNDARY:
@@ -178,16 +285,20 @@ def _split(module: str, cells: list[CodeCell]) -> list[str] | None:
             parts[-1].append(line)
     if len(parts) != len(cells):
         return None
-    sources = []
     for cell, lines in zip(cells, parts):
-        masks = [line for line in lines if _MASK_LINE.fullmatch(line)]
-        if masks != list(cell.masked):
+        if [line for line in lines if _MASK_LINE.fullmatch(line)] != list(cell.masked):
             return None
-        new = "".join(cell.masked.get(line, line) for line in lines)
-        if not cell.text.endswith(("\n", "\r")) and new.endswith("\n"):
-            new = new[:-1]  # the newline the join added to the cell's last line
-        sources.append(new)
-    return sources
+    return parts
+
+
+def _restore(cell: CodeCell, lines: list[str]) -> str:
+    """The cell's source from its lines as linted: masked lines and the margin put back."""
+    text = "".join(
+        cell.masked[line] if line in cell.masked else cell.margin + line if line.strip() else line for line in lines
+    )
+    if not cell.text.endswith(("\n", "\r")) and text.endswith("\n"):
+        text = text[:-1]  # the newline the join added to the cell's last line
+    return text
 
 
 def _dump(notebook: dict, original: str) -> bytes:
@@ -202,6 +313,110 @@ def _dump(notebook: dict, original: str) -> bytes:
     return (bom + text + body[len(body.rstrip()) :]).encode("utf-8")
 
 
+# --- fixes a notebook can take ------------------------------------------------------------
+
+
+@functools.cache
+def _in_notebook(rule: type[Rule], displays: bool) -> type[Rule]:
+    """``rule``, with the fixes that a notebook cannot take dropped: those that reach beyond
+    the finding's cell, rewrite a masked line or, when ``displays`` (the kernel's cells),
+    change what a cell displays. The finding is reported without its fix."""
+
+    def report(self: Rule, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
+        if fix is not None and (
+            _reaches_beyond_cell(self.context.wrapper, node, fix) or displays and _changes_display(self.context.module, fix)
+        ):
+            fix = None
+        rule.report(self, node, message, fix=fix)
+
+    return type(rule.__name__, (rule,), {"report": report, "__module__": rule.__module__, "__doc__": rule.__doc__})
+
+
+def _reaches_beyond_cell(wrapper: MetadataWrapper, node: cst.CSTNode, fix: Fix) -> bool:
+    """Whether ``fix`` changes code outside the cell of ``node``, across a cell boundary, or
+    starting on a masked line. Its edits could not be shown within the finding's cell."""
+    boundaries, masked = _synthetic_rows(wrapper.module)
+    positions = wrapper.resolve(PositionProvider)
+    cell = bisect.bisect_left(boundaries, positions[node].start.line)
+    for changed in fix.changes:
+        start, end = positions[changed].start.line, positions[changed].end.line
+        if start in masked or {start, end} & set(boundaries):
+            return True
+        if bisect.bisect_left(boundaries, start) != cell or bisect.bisect_left(boundaries, end) != cell:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=2)
+def _synthetic_rows(module: cst.Module) -> tuple[list[int], set[int]]:
+    """The rows of the boundary lines (sorted) and of the masking lines of a joined module."""
+    boundaries, masked = [], set()
+    for row, line in enumerate(_lines(module.code), 1):
+        if line == BOUNDARY:
+            boundaries.append(row)
+        elif _MASK_LINE.fullmatch(line):
+            masked.add(row)
+    return boundaries, masked
+
+
+def _changes_display(module: cst.Module, fix: Fix) -> bool:
+    """Whether ``fix`` wraps, replaces by a non-expression, removes, or adds statements after
+    a cell's last statement when that is an expression: Jupyter displays its value."""
+    shown = _shown_statements(module)
+    for node, new in fix.changes.items():
+        if node is module:
+            if not isinstance(new, cst.Module) or [s is not None for s in _cell_ends(new)] != [
+                s is not None for s in _cell_ends(module)
+            ]:
+                return True
+        elif node in shown:
+            kept = (isinstance(new, cst.SimpleStatementLine) and _shows_value(new)) or (
+                isinstance(new, cst.FlattenSentinel) and _same_statement(new.nodes[-1], node)
+            )
+            if not kept:
+                return True
+        elif any(node is statement.body[-1] for statement in shown):
+            if not (isinstance(new, cst.Expr) and not isinstance(new.semicolon, cst.Semicolon)):
+                return True
+    return False
+
+
+def _shown_statements(module: cst.Module) -> list[cst.SimpleStatementLine]:
+    return [statement for statement in _cell_ends(module) if statement is not None]
+
+
+def _cell_ends(module: cst.Module) -> list[cst.SimpleStatementLine | None]:
+    """For each cell, its last statement when Jupyter displays its value, else None."""
+    ends: list[cst.SimpleStatementLine | None] = []
+    last = None
+    for statement in [*module.body, None]:
+        if statement is None or _is_boundary(statement):
+            ends.append(last if isinstance(last, cst.SimpleStatementLine) and _shows_value(last) else None)
+            last = None
+        else:
+            last = statement
+    return ends
+
+
+def _is_boundary(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and statement.trailing_whitespace.comment is not None
+        and statement.trailing_whitespace.comment.value == _BOUNDARY_COMMENT
+    )
+
+
+def _shows_value(statement: cst.SimpleStatementLine) -> bool:
+    last = statement.body[-1]
+    return isinstance(last, cst.Expr) and not isinstance(last.semicolon, cst.Semicolon)
+
+
+def _same_statement(new: cst.CSTNode, old: cst.BaseStatement) -> bool:
+    return isinstance(new, cst.SimpleStatementLine) and new.with_changes(leading_lines=()).deep_equals(
+        old.with_changes(leading_lines=())
+    )
+
+
 # --- mapping back to cells -------------------------------------------------------------
 
 
@@ -211,31 +426,28 @@ class _Row:
     row: int  # the row within the cell
     kind: str  # "code", "masked", or "end": a boundary line, or the row after the last line,
     # whose column 1 is the end of the cell before it
+    shift: int = 0  # columns of the cell's margin, removed from this line
 
 
-def _rows(module: str, cells: list[CodeCell]) -> list[_Row]:
+def _rows(parts: list[list[str]], cells: list[CodeCell]) -> list[_Row]:
     """What each row of the joined module is (index: row - 1), plus the row after the last."""
     rows = []
-    index, row = 0, 0
-    for line in _lines(module):
-        cell = cells[index]
-        if line == BOUNDARY:
-            rows.append(_Row(cell.number, row + 1, "end"))
-            index, row = index + 1, 0
-        else:
-            row += 1
-            rows.append(_Row(cell.number, row, "masked" if line in cell.masked else "code"))
-    rows.append(_Row(cells[index].number, row + 1, "end"))
+    for cell, lines in zip(cells, parts):
+        for row, line in enumerate(lines, 1):
+            kind = "masked" if line in cell.masked else "code"
+            rows.append(_Row(cell.number, row, kind, len(cell.margin) if kind == "code" and line.strip() else 0))
+        rows.append(_Row(cell.number, len(lines) + 1, "end"))
     return rows
 
 
-def _place(rows: list[_Row], location: Location) -> tuple[int, Location]:
+def _place(rows: list[_Row], location: Location, shifted: bool = True) -> tuple[int, Location]:
     row = rows[min(max(location.row, 1), len(rows)) - 1]
-    column = 1 if row.kind == "end" else location.column
+    column = 1 if row.kind == "end" else location.column + (row.shift if shifted else 0)
     return row.cell, Location(row.row, column)
 
 
-def _to_cells(findings: list[Finding], rows: list[_Row]) -> list[Finding]:
+def _to_cells(findings: list[Finding], cells: list[CodeCell], parts: list[list[str]]) -> list[Finding]:
+    rows = _rows(parts, cells)
     placed = []
     for finding in findings:
         synthetic = rows[min(finding.start.row, len(rows)) - 1].kind != "code"
@@ -245,7 +457,7 @@ def _to_cells(findings: list[Finding], rows: list[_Row]) -> list[Finding]:
         end_cell, end = _place(rows, finding.end)
         fix = finding.fix
         if fix is not None and fix.edits:
-            edits = [_edit_in_cell(rows, edit, cell) for edit in fix.edits]
+            edits = [_edit_in_cell(rows, edit, cell, cells, parts) for edit in fix.edits]
             # An edit outside the finding's cell, across a boundary or over a masked line
             # cannot be applied to the notebook: the finding is reported without that fix.
             fix = None if None in edits else dataclasses.replace(fix, edits=tuple(edits))
@@ -253,13 +465,33 @@ def _to_cells(findings: list[Finding], rows: list[_Row]) -> list[Finding]:
     return placed
 
 
-def _edit_in_cell(rows: list[_Row], edit: Edit, cell: int) -> Edit | None:
+def _edit_in_cell(rows: list[_Row], edit: Edit, cell: int, cells: list[CodeCell], parts: list[list[str]]) -> Edit | None:
     if edit.start != edit.end:
         last = edit.end.row - 1 if edit.end.column == 1 and edit.end.row > edit.start.row else edit.end.row
         if any(rows[row - 1].kind != "code" for row in range(edit.start.row, last + 1) if row <= len(rows)):
             return None
-    start_cell, start = _place(rows, edit.start)
-    end_cell, end = _place(rows, edit.end)
+    start_cell, start = _place(rows, edit.start, shifted=False)
+    end_cell, end = _place(rows, edit.end, shifted=False)
     if start_cell != cell or end_cell != cell:
         return None
-    return Edit(edit.content, start, end)
+    index = next(i for i, c in enumerate(cells) if c.number == cell)
+    if not cells[index].margin:
+        return Edit(edit.content, start, end)
+    # The cell's margin goes back on every line the edit writes: compare the cell's source
+    # before and after the edit, and give the one span that differs.
+    lines = parts[index]
+    linted = "".join(lines)
+    edited = linted[: _offset(lines, start)] + edit.content + linted[_offset(lines, end) :]
+    before, after = _restore(cells[index], lines), _restore(cells[index], _lines(edited))
+    prefix = len(os.path.commonprefix([before, after]))
+    suffix = len(os.path.commonprefix([before[prefix:][::-1], after[prefix:][::-1]]))
+    return Edit(after[prefix : len(after) - suffix], _location(before, prefix), _location(before, len(before) - suffix))
+
+
+def _offset(lines: list[str], location: Location) -> int:
+    return sum(len(line) for line in lines[: location.row - 1]) + location.column - 1
+
+
+def _location(text: str, offset: int) -> Location:
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    return Location(len(_lines(text[:line_start])) + 1, offset - line_start + 1)
