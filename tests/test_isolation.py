@@ -172,3 +172,14 @@ def test_internal_error_is_not_cached(failing_tl801, project):
 def test_stdin_reports_the_internal_error(failing_tl801):
     result = CliRunner().invoke(main, ["check", "--select", "TL501,TL801", "-"], input=SOURCE)
     assert result.exit_code == 2 and "-: internal error in rule TL801" in result.stderr
+
+
+def test_a_rule_failing_in_a_notebook_is_reported(failing_tl801, tmp_path):
+    cells = [{"cell_type": "code", "source": line, "metadata": {}, "outputs": [], "execution_count": None}
+             for line in SOURCE.splitlines(keepends=True)]
+    notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(notebook))
+    result = run(str(path))
+    assert result.exit_code == 2
+    assert "TL501" in result.output and "TL801" in result.output and "deliberate failure" in result.output

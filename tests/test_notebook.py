@@ -402,7 +402,7 @@ from torchvision.models import resnet18
 model = resnet18()
 model.load_state_dict(torch.load("m.pt", map_location="cpu", weights_only=True))
 model.eval()
-image = torch.rand(1, 3, 8, 8)"""
+image = preprocess(Image.open("cat.png"))"""
 TL402 = [rule_by_code("TL402")]
 
 

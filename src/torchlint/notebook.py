@@ -42,7 +42,7 @@ from typing import Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source, parse_error_finding
+from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, SourceResult, lint_module_source, parse_error_finding
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
 
 BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
@@ -108,25 +108,27 @@ def lint_notebook(
     programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell]) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
     fixed_count = 0
+    failures = []
     for program_rules, program in programs:
-        found, fixed, count = _lint_program(program, program_rules, fix_mode, with_edits)
+        found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits)
         findings += found
         new_sources.update(fixed)
         fixed_count += count
+        failures += failed
     findings.sort(key=lambda f: (f.cell or 0, f.start, f.end, f.code, f.message))
     if not fixed_count:
-        return SourceResult(findings, source, source)
+        return SourceResult(findings, source, source, failures=failures)
     for number, new in new_sources.items():
         raw = notebook["cells"][number - 1]
         raw["source"] = new.splitlines(keepends=True) if isinstance(raw["source"], list) else new
-    return SourceResult(findings, source, _dump(notebook, text), fixed_count)
+    return SourceResult(findings, source, _dump(notebook, text), fixed_count, failures=failures)
 
 
 def _lint_program(
     cells: list[CodeCell], rules: Sequence[type[Rule]], fix_mode: frozenset[Applicability], with_edits: bool
-) -> tuple[list[Finding], dict[int, str], int]:
+) -> tuple[list[Finding], dict[int, str], int, list[RuleFailure]]:
     """The findings of cells joined into one module, the new source of each cell a fix
-    changed, and the number of fixes."""
+    changed, the number of fixes, and the rules that raised."""
     module = BOUNDARY.join("".join(cell.lines) for cell in cells)
     result = lint_module_source(module, rules, fix_mode, with_edits)
     fixed_parts = _parts(result.fixed_source, cells) if result.fixed_count else None
@@ -137,10 +139,10 @@ def _lint_program(
     parts = fixed_parts or _parts(result.fixed_source, cells)
     findings = _to_cells(result.findings, cells, parts)
     if fixed_parts is None:
-        return findings, {}, 0
+        return findings, {}, 0, result.failures
     new_sources = {cell.number: _restore(cell, part) for cell, part in zip(cells, fixed_parts)}
     changed = {cell.number: new_sources[cell.number] for cell in cells if new_sources[cell.number] != cell.text}
-    return findings, changed, result.fixed_count
+    return findings, changed, result.fixed_count, result.failures
 
 
 # --- reading ---------------------------------------------------------------------------
