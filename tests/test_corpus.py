@@ -25,11 +25,7 @@ TRAINING_IDIOMS = re.compile(rb"\.backward\(|zero_grad|torch\.save\(|\.cuda\(|no
 MAX_BYTES = 100_000
 # Files where a rule is known to break a property, with the minimal reproducer: reported to
 # be fixed in the rule, expected to fail here until then.
-KNOWN_BROKEN = {
-    # See test_generated_training.test_fix_settles_with_a_lambda_in_a_default_value.
-    "ignite/engine/__init__.py": "TL401 inserts `model.eval()` again on every run: a lambda's parameter "
-    "(`model_fn=lambda model, x: model(x)`) is taken for the evaluated model",
-}
+KNOWN_BROKEN: dict[str, str] = {}  # file -> why it is known not to settle (none now)
 
 
 def package_folder(name: str) -> Path:

@@ -169,8 +169,8 @@ def test_known_order_dependent_fixes(code):
         pytest.xfail(f"{code}: {reason}")
 
 
-# `--fix` never settles: TL401 takes the parameter `model` of a lambda in a default value for
-# the evaluation function's model and inserts `model.eval()` again on every run.
+# Once, `--fix` never settled here: TL401 took the parameter `model` of a lambda in a default
+# value for the evaluation function's model and inserted `model.eval()` again on every run.
 NEVER_SETTLES = """def evaluation_step(fn=lambda model, x: model(x)):
     try:
         import torch
@@ -179,7 +179,6 @@ NEVER_SETTLES = """def evaluation_step(fn=lambda model, x: model(x)):
 """
 
 
-@pytest.mark.xfail(strict=False, reason="TL401: a lambda's parameter taken for the evaluated model; `--fix` never settles")
 def test_fix_settles_with_a_lambda_in_a_default_value():
     fixed = lint_module_source(NEVER_SETTLES, RULES, FixMode.UNSAFE).fixed_source
     assert lint_module_source(fixed, RULES, FixMode.UNSAFE).fixed_source == fixed
