@@ -207,7 +207,7 @@ class _Collector(cst.CSTVisitor):
 
 def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpression]:
     """``m`` in ``m.parameters()``, ``m.named_parameters()``, ``[*m.parameters(), ...]`` and
-    param-group dicts ``{"params": m.parameters()}``."""
+    param-group dicts ``{"params": m.parameters()}``, ``dict(params=m.parameters())``."""
     if expr is None:
         return
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
@@ -216,6 +216,10 @@ def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpr
         return
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "filter") and expr.args:
         yield from _parameter_sources(expr.args[-1].value)
+    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        for arg in expr.args:  # dict(params=m.parameters(), lr=...)
+            if arg.keyword is not None and arg.keyword.value == "params":
+                yield from _parameter_sources(arg.value)
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
             yield from _parameter_sources(element.value)
@@ -613,6 +617,11 @@ class SemanticModel:
         info.node.visit(Uses())
         self._uses_cache[info.node] = uses
         return uses
+
+    def local_bases(self, info: ClassInfo) -> list[ClassInfo]:
+        """The base classes of ``info`` that this file defines."""
+        bases = [self._local_class(arg.value) for arg in info.node.bases]
+        return [base for base in bases if base is not None and base is not info]
 
 
 # Uses that only an nn.Module has, and uses that a module shares with other objects.
