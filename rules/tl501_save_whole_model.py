@@ -1,3 +1,6 @@
+from functools import cached_property
+from typing import Iterator
+
 import libcst as cst
 
 from torchlint.rule import Fix, Rule
@@ -9,7 +12,12 @@ class SaveWholeModel(Rule):
     ## What it does
     Finds `torch.save(model, path)` where `model` is an `nn.Module`: a module built from a
     `torch.nn` class or an `nn.Module` subclass, assigned so to an attribute
-    (`self.model = Net()`), annotated as one, or whose `.parameters()` feed an optimizer.
+    (`self.model = Net()`), annotated as one, whose `.parameters()` feed an optimizer, or a
+    `self.` attribute its class uses as only a module is used (`self.model.parameters()`, or
+    `self.model.eval()` together with `self.model(x)`, `.to()` or `.state_dict()`). Also finds
+    such a module held in a dict that is saved (`torch.save({"model": model, "epoch": e}, path)`).
+    A save into an in-memory buffer (`io.BytesIO`) is not reported: saving and loading a
+    module through one is a deep-copy idiom, and no file outlives the program.
 
     ## Why is this bad?
     Saving the module pickles the whole object, which ties the file to the exact class
@@ -34,9 +42,15 @@ class SaveWholeModel(Rule):
     ```
 
     ## Fix safety
-    The fix saves `model.state_dict()` instead and is safe: the code that loads the file must
-    build the model and call `load_state_dict`, but loading a pickled module with the default
-    `torch.load` of PyTorch 2.6 and later already fails, so that code needs changing anyway.
+    The fix saves `model.state_dict()` instead. It is safe when the file loads nothing that
+    could be the saved module: the code that loads the file elsewhere must build the model and
+    call `load_state_dict`, but loading a pickled module with the default `torch.load` of
+    PyTorch 2.6 and later already fails, so that code needs changing anyway. When the same
+    file calls `torch.load` and uses the result other than as an argument of
+    `load_state_dict(...)` (for example `torch.load(path, weights_only=False)` then `.eval()`),
+    there is no fix: changing the save without the load would break the program, and which
+    load reads which file is not known. A dict bound to a name that is used again besides the
+    save gets no fix either.
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -46,20 +60,127 @@ class SaveWholeModel(Rule):
     code = "TL501"
     name = "save-whole-model"
     message = "`torch.save` of a whole `nn.Module`; save its `state_dict()` instead"
+    dict_message = "`torch.save` of a dict holding a whole `nn.Module`; save its `state_dict()` instead"
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.save"):
             return
-        arg = next((a for a in node.args if a.keyword is not None and a.keyword.value == "obj"), None)
-        if arg is None and node.args and node.args[0].keyword is None and node.args[0].star == "":
-            arg = node.args[0]
-        if arg is None or self.semantic.kind(arg.value) is not Kind.MODULE:
+        obj = _argument(node, 0, "obj")
+        if obj is None or self._is_in_memory_buffer(_argument(node, 1, "f")):
             return
-        value = arg.value
+        if self._is_module(obj):
+            self._report(obj, self.message, fixable=True)
+            return
+        saved_dict, fixable = self._saved_dict(obj)
+        for value in _dict_values(saved_dict):
+            if self._is_module(value):
+                self._report(value, self.dict_message, fixable)
+
+    def _is_module(self, expr: cst.BaseExpression) -> bool:
+        if self.semantic.kind(expr) is Kind.MODULE:
+            return True
+        return isinstance(expr, cst.Attribute) and self.semantic.attribute_used_as_module(expr)
+
+    def _saved_dict(self, obj: cst.BaseExpression) -> tuple[cst.Dict | None, bool]:
+        """The dict literal saved, and whether a fix may edit it: an inline dict, or one bound
+        to a name read nowhere but in this save."""
+        if isinstance(obj, cst.Dict):
+            return obj, True
+        if isinstance(obj, cst.Name):
+            values = self.semantic.values(obj)
+            if len(values) == 1 and isinstance(values[0], cst.Dict):
+                assignments = self.semantic.assignments(obj)
+                return values[0], len(assignments) == 1 and len(assignments[0].references) == 1
+        return None, False
+
+    def _report(self, value: cst.BaseExpression, message: str, fixable: bool) -> None:
+        if not fixable or self._loads_may_read_a_module:
+            self.report(value, message)
+            return
+        wrapped = value
         if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
-            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        state_dict = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("state_dict")))
-        self.report(
-            arg.value,
-            fix=Fix("Save `state_dict()` instead", {arg.value: state_dict}),
-        )
+            wrapped = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        state_dict = cst.Call(func=cst.Attribute(value=wrapped, attr=cst.Name("state_dict")))
+        self.report(value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}))
+
+    @cached_property
+    def _loads_may_read_a_module(self) -> bool:
+        """Whether the file calls ``torch.load`` on a file and uses the result other than as an
+        argument of ``load_state_dict(...)``: it may load the module saved here."""
+        finder = _Loads(self.semantic)
+        self.context.module.visit(finder)
+        for load in finder.loads:
+            if self._is_in_memory_buffer(_argument(load, 0, "f")):
+                continue
+            if not all(self._inside_load_state_dict(use) for use in self._uses(load)):
+                return True
+        return False
+
+    def _uses(self, load: cst.Call) -> list[cst.CSTNode]:
+        """Where the loaded object is read: the call itself, or each read of the name it is
+        bound to (``ckpt = torch.load(path)``)."""
+        parent = self.semantic.parent(load)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target
+            scope = self.semantic.scopes.get(name)
+            if scope is not None:
+                return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
+        return [load]
+
+    def _inside_load_state_dict(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.semantic.ancestors(node):
+            if isinstance(ancestor, cst.Arg):
+                call = self.semantic.parent(ancestor)
+                return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+        return False
+
+    def _is_in_memory_buffer(self, expr: cst.BaseExpression | None) -> bool:
+        """``io.BytesIO()``, or a name bound to one (by assignment or ``with ... as``)."""
+        if expr is None:
+            return False
+        if self.semantic.is_call_to(expr, "io.BytesIO"):
+            return True
+        if not isinstance(expr, cst.Name):
+            return False
+        if any(self.semantic.is_call_to(v, "io.BytesIO") for v in self.semantic.values(expr)):
+            return True
+        for assignment in self.semantic.assignments(expr):
+            as_name = self.semantic.parent(assignment.node)
+            item = self.semantic.parent(as_name) if isinstance(as_name, cst.AsName) else None
+            if isinstance(item, cst.WithItem) and self.semantic.is_call_to(item.item, "io.BytesIO"):
+                return True
+        return False
+
+
+class _Loads(cst.CSTVisitor):
+    def __init__(self, semantic) -> None:
+        self.semantic = semantic
+        self.loads: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.semantic.is_call_to(node, "torch.load"):
+            self.loads.append(node)
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in positional[: position + 1]):
+        return None
+    return positional[position].value if len(positional) > position else None
+
+
+def _dict_values(saved: cst.Dict | None) -> Iterator[cst.BaseExpression]:
+    """The values of a saved dict literal, nested dicts included."""
+    if saved is None:
+        return
+    for element in saved.elements:
+        if isinstance(element, cst.DictElement):
+            if isinstance(element.value, cst.Dict):
+                yield from _dict_values(element.value)
+            else:
+                yield element.value

@@ -87,7 +87,15 @@ class WorkerSharedRng(Rule):
             return None
         body = self.context.module.code_for_node(getitem)
         for attr, values in sorted(info.attribute_values.items()):
-            if any(isinstance(v, cst.Call) and self.semantic.qualified_name(v.func) in RNG_FACTORIES for v in values):
+            if any(self._made_in_init(v) for v in values):
                 if f"self.{attr}." in body:
                     return attr
         return None
+
+    def _made_in_init(self, value: cst.BaseExpression) -> bool:
+        """An RNG object made in ``__init__``, before the workers copy the dataset (one made
+        lazily in ``__getitem__`` is made in each worker)."""
+        if not (isinstance(value, cst.Call) and self.semantic.qualified_name(value.func) in RNG_FACTORIES):
+            return False
+        function = self.semantic.enclosing_function(value)
+        return function is not None and function.name.value == "__init__"

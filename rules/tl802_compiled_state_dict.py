@@ -1,3 +1,5 @@
+from typing import Iterator
+
 import libcst as cst
 
 from torchlint.rule import Fix, Rule
@@ -6,8 +8,8 @@ from torchlint.rule import Fix, Rule
 class CompiledStateDict(Rule):
     """
     ## What it does
-    Finds `torch.save(compiled.state_dict(), ...)` where `compiled` holds the result of
-    `torch.compile(model)`.
+    Finds `torch.save(compiled.state_dict(), ...)`, or a saved dict holding
+    `compiled.state_dict()`, where `compiled` holds the result of `torch.compile(model)`.
 
     ## Why is this bad?
     `torch.compile` wraps the model in an `OptimizedModule` whose state dict keys all gain an
@@ -41,7 +43,10 @@ class CompiledStateDict(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.save") or not node.args:
             return
-        saved = node.args[0].value
+        for saved in _saved_values(node.args[0].value):
+            self._check(saved)
+
+    def _check(self, saved: cst.BaseExpression) -> None:
         if not (isinstance(saved, cst.Call) and isinstance(saved.func, cst.Attribute) and saved.func.attr.value == "state_dict"):
             return
         holder = saved.func.value
@@ -52,3 +57,13 @@ class CompiledStateDict(Rule):
         unwrapped = cst.Attribute(value=holder, attr=cst.Name("_orig_mod"))
         fix = Fix(f"Save `{name}._orig_mod.state_dict()`", {holder: unwrapped})
         self.report(saved, self.message.format(name=name), fix=fix)
+
+
+def _saved_values(saved: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """What is saved: the object, or the values of a saved dict literal (nested included)."""
+    if isinstance(saved, cst.Dict):
+        for element in saved.elements:
+            if isinstance(element, cst.DictElement):
+                yield from _saved_values(element.value)
+    else:
+        yield saved

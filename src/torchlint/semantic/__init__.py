@@ -47,7 +47,13 @@ MODULE_RETURNS_SELF = frozenset(
 # Attributes of a wrapper module that hold the wrapped module (DataParallel, DDP, torch.compile).
 MODULE_WRAPPED_ATTRS = frozenset({"module", "_orig_mod"})
 
-_NOT_MODULE_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+_NOT_MODULE_CLASSES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter",
+     "torch.nn.UninitializedBuffer"}
+)
+# Packages under torch.nn whose classes are not modules (pruning methods, PackedSequence,
+# SDPBackend, BlockMask, parameters).
+_NOT_MODULE_PACKAGES = ("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.attention.", "torch.nn.parameter.")
 _MODULE_FACTORIES_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 
 
@@ -56,11 +62,9 @@ def _module_class_kind(qname: str) -> Kind | None:
     if qname in _NOT_MODULE_CLASSES:
         return None
     head, _, last = qname.rpartition(".")
-    if qname.startswith("torch.nn.") and not qname.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")) and last[:1].isupper():
+    if qname.startswith("torch.nn.") and not qname.startswith(_NOT_MODULE_PACKAGES) and last[:1].isupper():
         if last.endswith("Loss"):
             return Kind.LOSS
-        return Kind.MODULE
-    if qname.startswith(("torch.nn.parallel.", "torch.nn.utils.")) and last[:1].isupper():
         return Kind.MODULE
     if qname.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
         return Kind.SCHEDULER
@@ -203,7 +207,7 @@ class _Collector(cst.CSTVisitor):
 
 def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpression]:
     """``m`` in ``m.parameters()``, ``m.named_parameters()``, ``[*m.parameters(), ...]`` and
-    param-group dicts ``{"params": m.parameters()}``."""
+    param-group dicts ``{"params": m.parameters()}``, ``dict(params=m.parameters())``."""
     if expr is None:
         return
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
@@ -212,6 +216,10 @@ def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpr
         return
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "filter") and expr.args:
         yield from _parameter_sources(expr.args[-1].value)
+    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        for arg in expr.args:  # dict(params=m.parameters(), lr=...)
+            if arg.keyword is not None and arg.keyword.value == "params":
+                yield from _parameter_sources(arg.value)
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
             yield from _parameter_sources(element.value)
@@ -253,6 +261,7 @@ class SemanticModel:
         self._fed_bindings: set[Assignment] | None = None
         self._kind_cache: dict[cst.CSTNode, Kind | None] = {}
         self._in_progress: set[cst.CSTNode] = set()
+        self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
         self.module.visit(_Collector(self))
 
     # --- facets, each computed on first use ----------------------------------------------
@@ -560,3 +569,64 @@ class SemanticModel:
             kinds.add(Kind.MODULE)
         kinds.discard(None)
         return kinds.pop() if len(kinds) == 1 else None
+
+    # --- modules known by how their class uses them -------------------------------------
+
+    def attribute_used_as_module(self, expr: cst.Attribute) -> bool:
+        """``self.<attr>`` whose value the file does not show (``self.model = model``) but
+        which its class uses as only an ``nn.Module`` is used: its parameters, submodules or
+        buffers listed, or put in train/eval mode and also called, moved or asked for its
+        ``state_dict``. False when any value assigned to it is known to be something else."""
+        info = self._self_class(expr)
+        if info is None:
+            return False
+        attr = expr.attr.value
+        for value in info.attribute_values.get(attr, ()):
+            if isinstance(value, (cst.BaseString, cst.Integer, cst.Float, cst.BaseDict, cst.BaseList, cst.Tuple,
+                                  cst.BaseSet, cst.BaseComp, cst.Lambda)):
+                return False
+            if self.kind(value) not in (None, Kind.MODULE):
+                return False
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                local = self._local_class(value.func)
+                if local is not None and self.class_kind(local) is not Kind.MODULE:
+                    return False
+        uses = self._attribute_uses(info).get(attr, set())
+        return bool(uses & _MODULE_ONLY_USES) or bool(uses & {"train", "eval"} and uses & _MODULE_LIKE_USES)
+
+    def _attribute_uses(self, info: ClassInfo) -> dict[str, set[str]]:
+        """Per ``self.<attr>`` of the class: the methods called on it, and ``"()"`` when it is
+        called itself."""
+        if info.node in self._uses_cache:
+            return self._uses_cache[info.node]
+        uses: dict[str, set[str]] = defaultdict(set)
+        model = self
+
+        class Uses(cst.CSTVisitor):
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return node is info.node
+
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute):
+                    if model._self_class(func.value) is info:  # self.model.eval()
+                        uses[func.value.attr.value].add(func.attr.value)
+                elif isinstance(func, cst.Attribute) and model._self_class(func) is info:  # self.model(x)
+                    uses[func.attr.value].add("()")
+
+        info.node.visit(Uses())
+        self._uses_cache[info.node] = uses
+        return uses
+
+    def local_bases(self, info: ClassInfo) -> list[ClassInfo]:
+        """The base classes of ``info`` that this file defines."""
+        bases = [self._local_class(arg.value) for arg in info.node.bases]
+        return [base for base in bases if base is not None and base is not info]
+
+
+# Uses that only an nn.Module has, and uses that a module shares with other objects.
+_MODULE_ONLY_USES = frozenset(
+    {"parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "buffers",
+     "named_buffers"}
+)
+_MODULE_LIKE_USES = frozenset({"()", "to", "cuda", "state_dict", "load_state_dict"})
