@@ -192,7 +192,7 @@ class _Scan(cst.CSTVisitor):
         elif name in ("step", "optimizer_step"):
             facts._step_candidates.append(node)
             facts.sites[node] = site
-        elif name == "zero_grad" or (name in ("zero_", "fill_", "mul_", "detach_") and is_grad_attribute(node.func.value)):
+        elif name == "zero_grad" or _clears_grad_in_place(node):
             facts._add_clear(node, site)
         elif name is not None:
             facts._calls.append((node, name))
@@ -204,10 +204,12 @@ class _Scan(cst.CSTVisitor):
             self.facts._add_clear(node, self._site())
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._grad_target(node, [t.target for t in node.targets])
+        # `p.grad = None` or `= torch.zeros_like(p)` clears; `p.grad = p.grad / n` rescales.
+        if _is_zero(node.value):
+            self._grad_target(node, [t.target for t in node.targets])
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.MultiplyAssign):
+        if isinstance(node.operator, cst.MultiplyAssign) and _is_zero(node.value):
             self._grad_target(node, [node.target])
 
     def visit_Del(self, node: cst.Del) -> None:
@@ -304,6 +306,98 @@ class TrainingFacts:
                     names.add(function.name.value)
                     changed = True
         return names
+
+    # --- optimizers -----------------------------------------------------------------------
+
+    def is_known_optimizer(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` certainly holds an optimizer: built from a ``torch.optim`` class (or
+        a subclass of this file), or a parameter that every call of its function in this file
+        gives such an optimizer."""
+        from torchlint.semantic import Kind
+
+        if self.model.kind(expr) is Kind.OPTIMIZER:
+            return True
+        arguments = self._arguments_for_parameter(expr)
+        return bool(arguments) and all(a is not None and self.model.kind(a) is Kind.OPTIMIZER for a in arguments)
+
+    def _arguments_for_parameter(self, expr: cst.BaseExpression) -> list[cst.BaseExpression | None]:
+        """What each call of its function in this file passes for the parameter ``expr`` reads
+        (None where a call passes nothing recognisable); empty when ``expr`` is no parameter
+        or its function is never called here."""
+        if not isinstance(expr, cst.Name):
+            return []
+        params = [a.node for a in self.model.assignments(expr) if isinstance(a.node, cst.Param)]
+        function = self.model.enclosing_function(params[0]) if len(params) == 1 else None
+        if function is None or len(self.model.functions.get(function.name.value, ())) != 1:
+            return []
+        param = params[0]
+        positional = list(function.params.params)
+        is_method = isinstance(self.model.parent(self.model.parent(function)), cst.ClassDef)
+        found: list[cst.BaseExpression | None] = []
+        for call, name in self._calls:
+            if name != function.name.value or not self._calls_function(call, function):
+                continue
+            index = positional.index(param) - (1 if is_method else 0) if param in positional else -1
+            keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param.name.value), None)
+            plain = [a.value for a in call.args if a.keyword is None and not a.star]
+            if any(a.star for a in call.args):
+                found.append(None)
+            else:
+                found.append(keyword if keyword is not None else plain[index] if 0 <= index < len(plain) else None)
+        return found
+
+    def parameter_holders(self, optimizer: cst.BaseExpression) -> set[str] | None:
+        """The modules whose parameters an optimizer holds, as written (``{"netG"}`` for
+        ``Adam(netG.parameters())``); None when that is not known for every value it may
+        have."""
+        from torchlint.semantic import Kind
+
+        values = self.model.values(optimizer)
+        if not values:
+            return None
+        holders: set[str] = set()
+        for value in values:
+            if not (isinstance(value, cst.Call) and self.model.kind(value) is Kind.OPTIMIZER and value.args):
+                return None
+            params = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "params"), None)
+            if params is None and value.args[0].keyword is None:
+                params = value.args[0].value
+            found = self._holders(params, depth=0) if params is not None else None
+            if not found:
+                return None
+            holders |= found
+        return holders
+
+    def _holders(self, expr: cst.BaseExpression, depth: int) -> set[str] | None:
+        """``m`` in ``m.parameters()``, ``list(m.parameters())``, ``[p for p in m.parameters()]``,
+        ``a.parameters() + b.parameters()``, param groups, and names bound to those."""
+        parts: list[cst.BaseExpression]
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("parameters", "named_parameters"):
+            return {code(expr.func.value)}
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "filter", "iter") and expr.args:
+            parts = [expr.args[-1].value]
+        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            parts = [e.value for e in expr.elements]
+        elif isinstance(expr, cst.Dict):
+            parts = [
+                e.value for e in expr.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"
+            ]
+        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and expr.for_in.inner_for_in is None:
+            parts = [expr.for_in.iter]
+        elif isinstance(expr, cst.BinaryOperation):
+            parts = [expr.left, expr.right]
+        elif isinstance(expr, cst.Name) and depth < 3:
+            parts = self.model.values(expr)
+        else:
+            return None
+        holders: set[str] = set()
+        for part in parts:
+            found = self._holders(part, depth + 1)
+            if not found:
+                return None
+            holders |= found
+        return holders
 
     # --- iterations ---------------------------------------------------------------------
 
@@ -637,6 +731,26 @@ def dotted(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, cst.Attribute):
         expr = expr.value
     return isinstance(expr, cst.Name)
+
+
+def _clears_grad_in_place(call: cst.Call) -> bool:
+    """``p.grad.zero_()``, ``p.grad.fill_(0)``, ``p.grad.mul_(0)``; not ``p.grad.mul_(scale)``
+    or ``p.grad.clamp_(-1, 1)``, which keep the gradient."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and is_grad_attribute(func.value)):
+        return False
+    if func.attr.value == "zero_":
+        return True
+    return func.attr.value in ("fill_", "mul_") and len(call.args) == 1 and _is_zero(call.args[0].value)
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    """``None``, ``0``, ``0.0`` or a fresh tensor of zeros: what a cleared gradient holds."""
+    if isinstance(expr, cst.Name):
+        return expr.value == "None"
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.evaluated_value) == 0
+    return isinstance(expr, cst.Call) and callee_name(expr) in ("zeros_like", "zeros", "new_zeros")
 
 
 def _is_local_call(call: cst.Call) -> bool:
