@@ -40,7 +40,7 @@ _CLEARING_NAME = re.compile(r"zero_?grad|(clear|reset|zero)_?(the_)?grad", re.IG
 # Callees whose result is a loss tensor: `criterion(out, y)`, `self.loss_fn(...)`, `compute_loss(...)`.
 _LOSS_CALLEE = re.compile(r"criterion|loss", re.IGNORECASE)
 # Callees whose result is a model output: known modules, and names that say so.
-_MODEL_CALLEE = re.compile(
+MODEL_CALLEE = re.compile(
     r"^((\w+_)?(model|net|network|encoder|decoder|generator|discriminator|critic|actor|policy|predictor|regressor"
     r"|classifier|backbone|head|mlp|cnn|rnn|lstm|gru|transformer|autoencoder|vae|unet|resnet)(_\w+|\d+)?"
     r"|g|d|netg|netd|gen|disc|forward)$",
@@ -334,9 +334,7 @@ class TrainingFacts:
         positional = list(function.params.params)
         is_method = isinstance(self.model.parent(self.model.parent(function)), cst.ClassDef)
         found: list[cst.BaseExpression | None] = []
-        for call, name in self._calls:
-            if name != function.name.value or not self._calls_function(call, function):
-                continue
+        for call in self.calls_of(function):
             index = positional.index(param) - (1 if is_method else 0) if param in positional else -1
             keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param.name.value), None)
             plain = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -468,10 +466,18 @@ class TrainingFacts:
             name = function.name.value
             if not steps or len(self.model.functions.get(name, ())) != 1:
                 continue
-            call_sites = [call for call, called in self._calls if called == name and self._calls_function(call, function)]
+            call_sites = self.calls_of(function)
             if call_sites and all(self.sites[c].loops for c in call_sites):
                 found.append(StepFunction(function, backwards, steps, call_sites))
         return found
+
+    def calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of a function of this file (``f(...)``, or ``self.f(...)`` for a method),
+        when its name is defined once here."""
+        name = function.name.value
+        if len(self.model.functions.get(name, ())) != 1:
+            return []
+        return [call for call, called in self._calls if called == name and self._calls_function(call, function)]
 
     def _calls_function(self, call: cst.Call, function: cst.FunctionDef) -> bool:
         # helper(...) for a function, self.helper(...) for a method of the caller's class.
@@ -612,7 +618,7 @@ class TrainingFacts:
         if isinstance(expr, cst.Attribute):
             if (grad and expr.attr.value == "data") or expr.attr.value in _METADATA:
                 return False
-            return flows(expr.value) or _MODEL_CALLEE.match(last_name(expr.value)) is not None
+            return flows(expr.value) or MODEL_CALLEE.match(last_name(expr.value)) is not None
         if isinstance(expr, cst.Subscript):
             return flows(expr.value)
         if isinstance(expr, cst.BinaryOperation):
@@ -648,7 +654,7 @@ class TrainingFacts:
         returns = self.local_callee_returns(call)
         if returns:
             return any(map(flows, returns)) or (not grad and any(map(flows, args)))
-        if self.model.kind(func) is Kind.MODULE or (not qname.startswith(("torch.", "numpy.", "builtins.")) and _MODEL_CALLEE.match(last_name(func))):
+        if self.model.kind(func) is Kind.MODULE or (not qname.startswith(("torch.", "numpy.", "builtins.")) and MODEL_CALLEE.match(last_name(func))):
             return True  # model(x), self.net(x), self(x)
         if isinstance(func, cst.Name) and func.value == "self":
             return True
@@ -662,7 +668,7 @@ class TrainingFacts:
         # A parameter may carry gradient (unknown: assume so); it comes from the model when
         # named like a model or its output (`def loss_fn(pred, target)`).
         return any(
-            mode == "grad" or _OUTPUT_NAME.match(a.name) is not None or _MODEL_CALLEE.match(a.name) is not None
+            mode == "grad" or _OUTPUT_NAME.match(a.name) is not None or MODEL_CALLEE.match(a.name) is not None
             for a in self.model.assignments(name)
             if isinstance(a.node, cst.Param) and a.name not in ("self", "cls")
         )
