@@ -119,14 +119,44 @@ class NumpyInLoss(Rule):
         return dotted(func) and (self.semantic.qualified_name(func) or "").startswith("numpy.")
 
     def _fix(self, value: cst.BaseExpression) -> Fix | None:
+        """Rewrites the NumPy code where it is: the loss's own expression, or the one return
+        of the same-file helper or loss class the loss is computed by."""
         torch = self.semantic.torch_alias
-        if torch is None or not self._through_numpy(value, depth=0, follow_names=False):
+        if torch is None:
             return None
-        rewriter = _ToTorch(self.semantic, torch)
-        new = value.visit(rewriter)
-        if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(value) if isinstance(n, cst.Name) and self._is_read(n)):
+        if self._through_numpy(value, depth=0, follow_names=False):
+            return self._rewrite(value, "Compute the loss with torch operations")
+        helper = self.semantic.training.local_callee(value.func) if isinstance(value, cst.Call) else None
+        returns = self.semantic.training.local_callee_returns(value) if helper is not None else []
+        if len(returns) != 1 or not self._has_numpy(returns[0]) or not self._only_loss_calls(helper):
             return None
-        return Fix("Compute the loss with torch operations", {value: new}, Applicability.UNSAFE)
+        return self._rewrite(returns[0], f"Compute the loss in `{helper.name.value}` with torch operations")
+
+    def _rewrite(self, expr: cst.BaseExpression, message: str) -> Fix | None:
+        rewriter = _ToTorch(self.semantic, self.semantic.torch_alias)
+        new = expr.visit(rewriter)
+        if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(expr) if isinstance(n, cst.Name) and self._is_read(n)):
+            return None
+        return Fix(message, {expr: new}, Applicability.UNSAFE)
+
+    def _has_numpy(self, expr: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(n, cst.Call) and (self._is_numpy(n.func) or (isinstance(n.func, cst.Attribute) and n.func.attr.value == "numpy"))
+            for n in _walk(expr)
+        )
+
+    def _only_loss_calls(self, helper: cst.FunctionDef) -> bool:
+        """Whether every call of a helper function in this file computes a loss that a backward
+        pass runs on (so rewriting it in torch changes no caller that passes arrays). A loss
+        class's ``forward`` computes only its loss."""
+        if helper.name.value in ("forward", "__call__"):
+            return True
+        training = self.semantic.training
+        losses = set()
+        for loss in training.backward_calls.values():
+            losses.update(self.semantic.values(loss) if isinstance(loss, cst.Name) else [loss])
+        calls = training.calls_of(helper)
+        return bool(calls) and all(any(c is term for value in losses for term in _summands(value)) for c in calls)
 
     def _numpy_valued(self, name: cst.Name) -> bool:
         """A name bound to a NumPy array: left in a torch expression, it would break it."""
@@ -156,6 +186,10 @@ class _ToTorch(cst.CSTTransformer):
         qname = (self.semantic.qualified_name(func) or "") if dotted(func) else ""
         if isinstance(func, cst.Attribute) and func.attr.value in DETACHING and not original_node.args:
             return updated_node.func.value  # x.detach().cpu().numpy() -> x
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and all(
+            isinstance(a.value, cst.Name) and a.value.value == "True" for a in original_node.args
+        ):
+            return updated_node.func.value  # the re-wrap's .requires_grad_(): the result has a graph
         if qname.startswith("numpy."):
             name = qname.split(".", 1)[1]
             keywords = [a.keyword.value for a in original_node.args if a.keyword is not None]

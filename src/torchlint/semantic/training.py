@@ -38,7 +38,7 @@ _FRAMEWORK_BACKWARD = re.compile(r"^(\w*accelerator|\w*fabric|\w*engine|deepspee
 # Same-file or imported helpers whose name says they clear gradients.
 _CLEARING_NAME = re.compile(r"zero_?grad|(clear|reset|zero)_?(the_)?grad", re.IGNORECASE)
 # Callees whose result is a loss tensor: `criterion(out, y)`, `self.loss_fn(...)`, `compute_loss(...)`.
-_LOSS_CALLEE = re.compile(r"criterion|loss", re.IGNORECASE)
+_LOSS_CALLEE = re.compile(r"criterion|loss|^crit$|_crit$", re.IGNORECASE)
 # Callees whose result is a model output: known modules, and names that say so.
 MODEL_CALLEE = re.compile(
     r"^((\w+_)?(model|net|network|encoder|decoder|generator|discriminator|critic|actor|policy|predictor|regressor"
@@ -677,7 +677,7 @@ class TrainingFacts:
         """What the same-file code a call runs returns: ``f(...)`` of a function of this file,
         ``self.f(...)`` of a method of the caller's class, ``criterion(...)`` of an instance of a
         loss class of this file (its ``forward``). Empty when the callee is not known."""
-        function = self._local_callee(call.func)
+        function = self.local_callee(call.func)
         if function is None:
             return []
         if function not in self._returns_cache:
@@ -686,7 +686,8 @@ class TrainingFacts:
             self._returns_cache[function] = finder.values
         return self._returns_cache[function]
 
-    def _local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+    def local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The same-file function a call of ``func`` runs (see ``local_callee_returns``)."""
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             info = self.model.enclosing_class(func)
             method = _method(info.node, func.attr.value) if info is not None else None
@@ -696,12 +697,16 @@ class TrainingFacts:
             for assignment in self.model.assignments(func):
                 if isinstance(assignment.node, cst.FunctionDef):
                     return assignment.node
-        # An instance of a loss class of this file: `criterion = NumpyLoss()`.
+        # An instance of a loss class of this file: `criterion = NumpyLoss()`, or of any module
+        # class of it when the instance is named as a loss (`crit = Smooth()`).
+        loss_named = isinstance(func, (cst.Name, cst.Attribute)) and _LOSS_CALLEE.search(last_name(func)) is not None
         for value in self.model.values(func) if isinstance(func, (cst.Name, cst.Attribute)) else ():
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                 for assignment in self.model.assignments(value.func):
                     node = assignment.node
-                    if isinstance(node, cst.ClassDef) and _LOSS_CALLEE.search(node.name.value):
+                    if isinstance(node, cst.ClassDef) and (
+                        _LOSS_CALLEE.search(node.name.value) or (loss_named and node in self.model.classes and self.model.class_kind(self.model.classes[node]) is not None)
+                    ):
                         return _method(node, "forward") or _method(node, "__call__")
         return None
 
