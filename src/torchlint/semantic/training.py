@@ -346,17 +346,20 @@ class TrainingFacts:
 
     def parameter_holders(self, optimizer: cst.BaseExpression) -> set[str] | None:
         """The modules whose parameters an optimizer holds, as written (``{"netG"}`` for
-        ``Adam(netG.parameters())``); None when that is not known for every value it may
-        have."""
+        ``Adam(netG.parameters())``) in the function that steps it (or, for ``self.opt``,
+        its class); None when that is not known for every value it may have."""
         from torchlint.semantic import Kind
 
         values = self.model.values(optimizer)
         if not values:
             return None
         holders: set[str] = set()
+        function = self.model.enclosing_function(optimizer)
         for value in values:
             if not (isinstance(value, cst.Call) and self.model.kind(value) is Kind.OPTIMIZER and value.args):
                 return None
+            if self.model.enclosing_function(value) is not function and not isinstance(optimizer, cst.Attribute):
+                return None  # the names it holds were written in another scope
             params = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "params"), None)
             if params is None and value.args[0].keyword is None:
                 params = value.args[0].value
@@ -364,6 +367,8 @@ class TrainingFacts:
             if not found:
                 return None
             holders |= found
+        if isinstance(optimizer, cst.Attribute) and not all(h.startswith("self.") for h in holders):
+            return None  # `self.opt = Adam(model.parameters())`: `model` is a name of `__init__`
         return holders
 
     def _holders(self, expr: cst.BaseExpression, depth: int) -> set[str] | None:
