@@ -17,7 +17,10 @@ class MissingZeroGrad(Rule):
     gradients: no `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None` or same-file
     helper that does it, anywhere in the iteration. Also finds a `train_step` function that
     runs backward and step without clearing, when every call of it in the file sits in such a
-    loop.
+    loop. A clear counts only for the optimizer it can reach: `net_d.zero_grad()` does not
+    clear an optimizer known to hold only `net_g`'s parameters. Also finds a clear that runs
+    only every N iterations (`if i % k == 0: opt.zero_grad()`) while the step runs every
+    iteration: that is no accumulation, every skipped clear leaves stale gradients.
 
     Steps are `opt.step()`, `scaler.step(opt)` (AMP) and `xm.optimizer_step(opt)`, on any
     object not known or named to be a scheduler; backward passes are `loss.backward()`,
@@ -25,7 +28,8 @@ class MissingZeroGrad(Rule):
     `torch.autograd.backward(loss)`. Clearing every N steps under an accumulation condition,
     clearing at the end of the iteration, `opt.step(closure)` (the closure clears), DeepSpeed
     engines (whose `step()` clears) and frameworks that own the loop (Lightning's
-    `training_step`) are fine.
+    `training_step`) are fine. Scaling or clipping gradients in place (`p.grad.mul_(s)`,
+    `p.grad = p.grad / n`, `clamp_`) is no clear.
 
     ## Why is this bad?
     `backward()` adds to `.grad`; it does not overwrite it. Without clearing, every step uses
@@ -54,9 +58,15 @@ class MissingZeroGrad(Rule):
     `scaler.step(opt)`): as the first statement of the iteration (or of the step function),
     or, where the step runs under a condition (gradient accumulation that forgot to clear),
     right after the step, so that the gradients of the accumulated batches still add up. It
-    is safe: a loop that never clears gradients is never what was meant, and clearing before
-    the forward pass, or right after the step that consumed them, drops no gradient that a
-    later step of the same iteration uses.
+    is safe when the object is known to be an optimizer (built from a `torch.optim` class in
+    the file, or passed one by every call of the function): a loop that never clears
+    gradients is never what was meant, and clearing before the forward pass, or right after
+    the step that consumed them, drops no gradient that a later step of the same iteration
+    uses. When the object's type is unknown but its name says optimizer (`optimizer`,
+    `opt_g`), the fix is unsafe; otherwise there is none, since `x.zero_grad()` on an object
+    of unknown type may not exist or mean something else. A clear that runs only every N
+    iterations has no fix: whether to clear every iteration or to step every N is the
+    author's choice.
 
     ## References
     - [`torch.optim.Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)

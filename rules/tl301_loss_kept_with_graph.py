@@ -19,15 +19,20 @@ class LossKeptWithGraph(Rule):
     ## What it does
     Finds a loss tensor kept across iterations of a loop: appended to a list
     (`losses.append(loss)`), accumulated (`total += loss`, `total = total + loss`), or stored
-    in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`).
+    in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`,
+    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`). Also
+    finds a model's output kept across the iterations of a training loop
+    (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
+    not gathered for a loss).
 
     A loss is what a backward pass in the same function runs on, a term summed into it, or
     the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
     `float(loss)` and `.data`; containers and totals re-created in every iteration; summing
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
-    `torch.stack(losses).sum().backward()`); code under `torch.no_grad()` or
-    `torch.inference_mode()`; and frameworks that own the loop (a Lightning `training_step`
-    has no loop of its own).
+    `torch.stack(losses).sum().backward()`); losses computed or stored under
+    `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which
+    in the file is), which have no graph; and frameworks that own the loop (a Lightning
+    `training_step` has no loop of its own).
 
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
@@ -58,10 +63,14 @@ class LossKeptWithGraph(Rule):
     `total.item()`) or the loss goes through a tensor method on the way (`loss.cpu()`), the
     fix inserts `.detach()`: the value stays the same tensor without its graph, and nothing
     backpropagates through it (a backward pass on it would have been exempt above), so that
-    fix is safe. Otherwise it appends `.item()`, which is unsafe: the stored value becomes a
-    Python float, so code elsewhere that still treats it as a tensor (a caller given the
-    list) breaks, and `.item()` raises on a loss that is not a single number
-    (`reduction="none"`).
+    fix is safe. Otherwise it appends `.item()`. That is safe where the stored tensor is the
+    very loss a backward pass with no gradient argument runs on (so it is one number) and
+    the holder stays in the code torchlint sees (not returned, yielded, or passed to a
+    function of the file): `history.append(loss)` in a plain loop. Elsewhere it is unsafe:
+    the stored value becomes a Python float, so code elsewhere that still treats it as a
+    tensor (a caller given the list) breaks, and `.item()` raises on a loss that is not a
+    single number (`reduction="none"`). For a model output the fix inserts `.detach()`,
+    unsafe: code elsewhere might still backpropagate through what was kept.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)

@@ -25,7 +25,8 @@ class NumpyInLoss(Rule):
     through NumPy: `.numpy()` or `np.*` calls on model outputs, usually re-wrapped with
     `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` so that `backward()`
     does not complain; also a term added to the loss that was computed so. It follows the
-    loss through intermediate names, same-file loss functions and loss classes. NumPy used
+    loss through intermediate names, same-file helper functions, loss classes, and module
+    classes whose instance is named as a criterion (`crit = Smooth()`). NumPy used
     for metrics and logging on detached values, on targets and data, or for scalar weights
     (`np.random.beta(...)`) is left alone.
 
@@ -49,16 +50,20 @@ class NumpyInLoss(Rule):
     ```
 
     ## Fix safety
-    When the whole NumPy computation sits in the loss's own expression and every NumPy call
-    in it has a torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`,
-    `axis=` → `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.`
-    calls, `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
-    `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` re-wrap is dropped.
-    It is offered only where the file imports `torch`. It is unsafe: NumPy and torch differ
-    in dtype promotion (float64 there, the model's dtype here) and in some defaults (`np.std`
-    is the population deviation, `torch.std` the sample one), so the numbers can change.
-    Otherwise (a NumPy call with no equivalent, NumPy spread over several statements) it
-    reports only.
+    When the NumPy computation sits whole in one expression and every NumPy call in it has a
+    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` →
+    `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls,
+    `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
+    `torch.tensor(..., requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()`
+    re-wrap is dropped. That expression is the loss's own, or the single `return` of the
+    same-file helper function or loss class `forward` that computes it (the fix is written
+    there, where the NumPy code lives; for a helper function, only when every call of it in
+    the file computes a loss that a backward pass runs on, so no caller passing arrays
+    breaks). It is offered only where the file imports `torch`. It is unsafe: NumPy and torch
+    differ in dtype promotion (float64 there, the model's dtype here) and in some defaults
+    (`np.std` is the population deviation, `torch.std` the sample one), so the numbers can
+    change. Otherwise (a NumPy call with no equivalent, NumPy spread over several statements)
+    it reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
