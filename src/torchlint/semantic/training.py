@@ -30,7 +30,8 @@ FUNCTIONAL_LOSS = re.compile(
 # Receivers of `.step()` that are no optimizer: schedulers, profilers, progress bars, RL
 # environments, DeepSpeed engines (whose step clears the gradients itself), EMA helpers.
 _NOT_AN_OPTIMIZER = re.compile(
-    r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback",
+    r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback"
+    r"|agent|trainer|runner|world|simulat|counter|clock|tracker|manager|model",
     re.IGNORECASE,
 )
 # Receivers of `X.backward(loss)` that run the backward pass for a framework.
@@ -287,7 +288,24 @@ class TrainingFacts:
             return False
         if code(receiver) in self._framework_receivers:
             return False  # DeepSpeed: engine.backward(loss); engine.step() clears gradients itself
-        return kind is Kind.OPTIMIZER or not _NOT_AN_OPTIMIZER.search(last_name(receiver))
+        if kind is Kind.OPTIMIZER:
+            return True
+        return not _NOT_AN_OPTIMIZER.search(last_name(receiver)) and not self._instance_of_plain_class(receiver)
+
+    def _instance_of_plain_class(self, receiver: cst.BaseExpression) -> bool:
+        """Whether ``receiver`` holds an instance of a class of this file with no base class
+        (an agent, a simulation, a custom trainer with its own ``step``): no optimizer."""
+        values = self.model.values(receiver) if isinstance(receiver, (cst.Name, cst.Attribute)) else []
+        classes = [
+            assignment.node
+            for value in values
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            for assignment in self.model.assignments(value.func)
+            if isinstance(assignment.node, cst.ClassDef)
+        ]
+        return bool(values) and len(classes) == len(values) and all(
+            not c.bases or all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in c.bases) for c in classes
+        )
 
     def _add_clear(self, node: cst.CSTNode, site: _Site) -> None:
         self._clears.append(node)
