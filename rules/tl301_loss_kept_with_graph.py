@@ -31,8 +31,10 @@ class LossKeptWithGraph(Rule):
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
     `torch.stack(losses).sum().backward()`); losses computed or stored under
     `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which
-    in the file is), which have no graph; and frameworks that own the loop (a Lightning
-    `training_step` has no loop of its own).
+    in the file is), which have no graph; a helper outside any training loop that sums loss
+    terms into the loss it returns; the few mock training steps of a pytest or unittest test
+    (a `test_*` function); and frameworks that own the loop (a Lightning `training_step` has
+    no loop of its own).
 
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
@@ -119,7 +121,7 @@ class LossKeptWithGraph(Rule):
         if values and all(map(self._grad_off, values)):
             return  # computed under no_grad(): no graph to keep
         loop = self._iteration_loop(store)
-        if loop is None or self._grad_off(store):
+        if loop is None or self._grad_off(store) or training.in_test(store):
             return
         base = _base_name(holder)
         if base is not None and self._reset_in(base, loop, store):
@@ -127,6 +129,8 @@ class LossKeptWithGraph(Rule):
         scope = self.semantic.enclosing_function(store) or self.context.module
         if self._backpropagated(holder, scope):
             return  # summing losses before backward()
+        if training.iteration_of(store) is None and self._returned(holder, scope):
+            return  # a helper summing loss terms into the loss it returns
         if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value):
             method, applicability = "detach", Applicability.SAFE
         else:
@@ -143,7 +147,7 @@ class LossKeptWithGraph(Rule):
         """A model's output kept across the iterations of a training loop (``outputs.append(model(x))``)."""
         output = next((e for e in _stored_exprs(value) if self._is_model_output(e)), None)
         iteration = self.semantic.training.iteration_of(store)
-        if output is None or iteration is None or self._grad_off(store):
+        if output is None or iteration is None or self._grad_off(store) or self.semantic.training.in_test(store):
             return
         base = _base_name(holder)
         if base is not None and self._reset_in(base, iteration.loop, store):
@@ -195,14 +199,20 @@ class LossKeptWithGraph(Rule):
                 return True
         return False
 
-    def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
-        """Whether the holder leaves the code torchlint sees whole: returned, yielded, or
-        passed to a function of this file (which may use it as a tensor)."""
+    def _returned(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
         name = re.escape(code(holder))
         text = self.context.module.code_for_node(self._holder_scope(holder, scope))
-        if re.search(rf"\b(return|yield)\b[^\n]*(?<![\w.]){name}\b", text):
+        return bool(re.search(rf"\b(return|yield)\b[^\n]*(?<![\w.]){name}\b", text))
+
+    def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        """Whether the holder leaves the code torchlint sees whole: returned, yielded, or
+        passed to a function of this file (which may use it as a tensor)."""
+        if self._returned(holder, scope):
             return True
+        holder = holder.value if isinstance(holder, cst.Subscript) else holder
+        name = re.escape(code(holder))
+        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
         local = "|".join(re.escape(f) for f in self.semantic.functions)
         return bool(local) and bool(re.search(rf"(?<![\w.])(self\.)?({local})\([^\n]*(?<![\w.]){name}\b", text))
 

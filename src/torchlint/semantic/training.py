@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
@@ -324,6 +325,31 @@ class TrainingFacts:
                     names.add(function.name.value)
                     changed = True
         return names
+
+    # --- tests ------------------------------------------------------------------------------
+
+    def in_test(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs in a pytest or unittest test: a ``test_*`` function that no
+        code of the file calls, in a ``Test*`` class or a file that imports a test framework.
+        A test's few training steps only need the weights to change."""
+        for ancestor in self.model.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef) and ancestor.name.value.startswith("test_") and not self.calls_of(ancestor):
+                cls = self.model.enclosing_class(ancestor)
+                return (cls is not None and cls.node.name.value.startswith("Test")) or self._imports_test_framework
+        return False
+
+    @cached_property
+    def _imports_test_framework(self) -> bool:
+        for statement in self.model.module.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                names = []
+                if isinstance(small, cst.Import):
+                    names = [code(alias.name) for alias in small.names]
+                elif isinstance(small, cst.ImportFrom) and small.module is not None:
+                    names = [code(small.module)]
+                if any(name.split(".")[0] in ("pytest", "unittest") for name in names):
+                    return True
+        return False
 
     # --- optimizers -----------------------------------------------------------------------
 
