@@ -7,6 +7,8 @@ from torchlint.semantic import Kind
 from torchlint.semantic.training import GRAPH_KEEPING, MODEL_CALLEE as MODEL, code, dotted, last_name
 
 CONTAINER_METHODS = ("append", "extend", "insert", "add", "appendleft")
+# Functions named after a model that return one rather than run it: `unwrap_model(m)`.
+NOT_A_FORWARD = re.compile(r"(get|build|create|make|load|unwrap|wrap|init|prepare|setup|copy|deepcopy|clone|save|export)_", re.IGNORECASE)
 # Running-average helpers whose update(value, n) keeps a sum of the values.
 METER = re.compile(r"meter|avg|average|loss|tracker", re.IGNORECASE)
 # What a stored value's holder may be used for later that needs it to stay a tensor.
@@ -113,7 +115,8 @@ class LossKeptWithGraph(Rule):
         training = self.semantic.training
         loss = next((name for name in _stored_names(value) if training.is_loss(name)), None)
         if loss is None:
-            self._check_output(value, holder, store)
+            if isinstance(store, cst.Call):  # outputs.append(...): a container that grows
+                self._check_output(value, holder, store)
             return
         values = self.semantic.values(loss)
         if training.detached(value) or all(map(training.detached, values or [loss])):
@@ -171,8 +174,9 @@ class LossKeptWithGraph(Rule):
     def _is_model_call(self, expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, cst.Call) or any(a.star for a in expr.args) or not expr.args:
             return False
+        name = last_name(expr.func)
         return self.semantic.kind(expr.func) is Kind.MODULE or (
-            not dotted_library(self.semantic, expr.func) and MODEL.match(last_name(expr.func)) is not None
+            not dotted_library(self.semantic, expr.func) and MODEL.match(name) is not None and not NOT_A_FORWARD.match(name)
         )
 
     def _read_in(self, holder: cst.BaseExpression, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
