@@ -1,13 +1,8 @@
-import re
-
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Rule
 from torchlint.semantic import Kind
-from torchlint.semantic.training import code, last_name, optimizer_of_step
-
-# Names that say an object is an optimizer: `optimizer`, `opt_g`, `self.optim`.
-OPTIMIZER_NAME = re.compile(r"(?i:optim)|(^|_)(?i:opt)([_\dA-Z]|$)")
+from torchlint.semantic.training import OPTIMIZER_NAME, code, last_name, optimizer_of_step
 
 
 class MissingZeroGrad(Rule):

@@ -31,10 +31,13 @@ FUNCTIONAL_LOSS = re.compile(
 # Receivers of `.step()` that are no optimizer: schedulers, profilers, progress bars, RL
 # environments, DeepSpeed engines (whose step clears the gradients itself), EMA helpers.
 _NOT_AN_OPTIMIZER = re.compile(
-    r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback"
-    r"|agent|trainer|runner|world|simulat|counter|clock|tracker|manager|model",
+    r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback",
     re.IGNORECASE,
 )
+# Objects with a `.step()` of their own, unless the name also says optimizer (`model_opt`).
+_STEPPING_OWNER = re.compile(r"agent|trainer|runner|world|simulat|counter|clock|tracker|manager|model", re.IGNORECASE)
+# Names that say an object is an optimizer: `optimizer`, `opt_g`, `optG`, `self.optim`.
+OPTIMIZER_NAME = re.compile(r"(?i:optim)|(^|_)(?i:opt)([_\dA-Z]|$)")
 # Receivers of `X.backward(loss)` that run the backward pass for a framework.
 _FRAMEWORK_BACKWARD = re.compile(r"^(\w*accelerator|\w*fabric|\w*engine|deepspeed|trainer|strategy|booster|model|ds)$", re.IGNORECASE)
 # Same-file or imported helpers whose name says they clear gradients.
@@ -291,7 +294,10 @@ class TrainingFacts:
             return False  # DeepSpeed: engine.backward(loss); engine.step() clears gradients itself
         if kind is Kind.OPTIMIZER:
             return True
-        return not _NOT_AN_OPTIMIZER.search(last_name(receiver)) and not self._instance_of_plain_class(receiver)
+        name = last_name(receiver)
+        if _NOT_AN_OPTIMIZER.search(name) or (_STEPPING_OWNER.search(name) and not OPTIMIZER_NAME.search(name)):
+            return False
+        return not self._instance_of_plain_class(receiver)
 
     def _instance_of_plain_class(self, receiver: cst.BaseExpression) -> bool:
         """Whether ``receiver`` holds an instance of a class of this file with no base class
