@@ -336,10 +336,14 @@ class TrainingFacts:
 
     def in_test(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs in a pytest or unittest test: a ``test_*`` function that no
-        code of the file calls, in a ``Test*`` class or a file that imports a test framework.
-        A test's few training steps only need the weights to change."""
+        code of the file calls, or a fixture, in a ``Test*`` class or a file that imports a
+        test framework. A test's few training steps only need the weights to change."""
         for ancestor in self.model.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef) and ancestor.name.value.startswith("test_") and not self.calls_of(ancestor):
+            if not isinstance(ancestor, cst.FunctionDef):
+                continue
+            test = ancestor.name.value.startswith("test_") and not self.calls_of(ancestor)
+            fixture = any("fixture" in code(d.decorator) for d in ancestor.decorators)
+            if test or fixture:
                 cls = self.model.enclosing_class(ancestor)
                 return (cls is not None and cls.node.name.value.startswith("Test")) or self._imports_test_framework
         return False
