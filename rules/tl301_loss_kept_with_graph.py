@@ -91,7 +91,7 @@ class LossKeptWithGraph(Rule):
             return
         if func.attr.value in CONTAINER_METHODS:
             self._check(node.args[-1].value, func.value, node)
-        elif func.attr.value == "update" and METER.search(last_name(func.value)):
+        elif func.attr.value == "update" and len(node.args) <= 2 and METER.search(last_name(func.value)):
             self._check(node.args[0].value, func.value, node)  # losses.update(loss, n): an AverageMeter
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -121,7 +121,7 @@ class LossKeptWithGraph(Rule):
         values = self.semantic.values(loss)
         if training.detached(value) or all(map(training.detached, values or [loss])):
             return
-        if values and all(map(self._grad_off, values)):
+        if self._without_graph(loss, depth=0):
             return  # computed under no_grad(): no graph to keep
         loop = self._iteration_loop(store)
         if loop is None or self._grad_off(store) or training.in_test(store):
@@ -245,6 +245,17 @@ class LossKeptWithGraph(Rule):
                 calls = self.semantic.training.calls_of(ancestor) if depth < 2 else []
                 return bool(calls) and all(self._grad_off(call, depth + 1) for call in calls)
         return False
+
+    def _without_graph(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Whether ``expr`` was computed with no graph recorded: every value of the name was
+        computed under ``no_grad()`` or is read from such a value (``loss = outputs.loss``)."""
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        values = self.semantic.values(expr) if isinstance(expr, cst.Name) else []
+        return bool(values) and all(
+            self._grad_off(v) or (depth < 3 and isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) and self._without_graph(v, depth + 1))
+            for v in values
+        )
 
     def _reset_in(self, name: str, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
         """Whether the holder is bound afresh inside the loop (``parts = []`` in each

@@ -236,6 +236,7 @@ class TrainingFacts:
         self._called_names: dict[cst.FunctionDef | None, set[str]] = defaultdict(set)
         self._clearing_functions_direct: set[cst.FunctionDef | None] = set()
         model.module.visit(_Scan(self))
+        self._engine_backward_targets()
 
         self.steps: list[cst.Call] = [s for s in self._step_candidates if self._is_optimizer_step(s)]
         clearing = self._clearing_function_names()
@@ -271,6 +272,20 @@ class TrainingFacts:
         if isinstance(receiver, cst.Call) and callee_name(receiver) == "scale" and receiver.args:
             return receiver.args[0].value  # scaler.scale(loss).backward()
         return receiver
+
+    def _engine_backward_targets(self) -> None:
+        """``X.backward(loss)`` on an object that also steps (``rm_model.backward(loss)``,
+        ``rm_model.step()``): a DeepSpeed-style engine, whose backward runs on its argument
+        and whose step clears the gradients itself."""
+        stepping = {code(s.func.value) for s in self._step_candidates if isinstance(s.func, cst.Attribute)}
+        for call in self.backward_calls:
+            func, args = call.func, call.args
+            if (
+                isinstance(func, cst.Attribute) and func.attr.value == "backward" and code(func.value) in stepping
+                and args and args[0].keyword is None and not args[0].star
+            ):
+                self._framework_receivers.add(code(func.value))
+                self.backward_calls[call] = args[0].value
 
     def _is_optimizer_step(self, call: cst.Call) -> bool:
         """``opt.step()``, ``scaler.step(opt)`` or ``xm.optimizer_step(opt)``; never a
@@ -578,7 +593,9 @@ class TrainingFacts:
                 return True
             if qname is not None and qname.startswith(_NOT_LOSS_LIBRARIES):
                 return False  # torch.mean(x), sklearn.metrics.log_loss(...): no loss tensor of ours
-            return self.model.kind(expr.func) is Kind.LOSS or bool(_LOSS_CALLEE.search(last_name(expr.func)))
+            name = last_name(expr.func)
+            # `loss_scaler(loss, optimizer)` (timm, Swin) returns the gradient norm.
+            return self.model.kind(expr.func) is Kind.LOSS or bool(_LOSS_CALLEE.search(name) and "scal" not in name.lower())
         if isinstance(expr, cst.BinaryOperation):
             return self.is_loss_value(expr.left) or self.is_loss_value(expr.right)
         if isinstance(expr, cst.UnaryOperation):
