@@ -16,6 +16,7 @@ LOWER_IS_BETTER = frozenset({"loss", "error", "err", "ppl", "perplexity", "nll",
 HIGHER_IS_BETTER = frozenset({"acc", "accuracy", "f1", "auc", "map", "score", "top1", "top5", "bleu", "dice", "iou", "miou", "psnr", "ssim", "r2", "vacc"})
 METRIC_WORDS = LOWER_IS_BETTER | HIGHER_IS_BETTER | {"metric"}
 EPOCH_WORDS = frozenset({"epoch", "ep", "iteration"})
+DATA_WORDS = frozenset({"loader", "dataloader", "data", "dataset", "iter", "batches", "set", "dl", "ds", "x", "samples", "gen", "generator"})
 RESULT_WORDS = frozenset({"metrics", "results", "result", "stats", "logs", "scores", "summary", "res"})
 # Not this epoch's value: the best so far, a history of every epoch, a sum still to average.
 NOT_THIS_EPOCH = frozenset(
@@ -34,7 +35,10 @@ class PlateauStepWithoutMetric(Rule):
     ## What it does
     Finds `ReduceLROnPlateau.step()` called with no metric or with the epoch number (left
     over from a `StepLR`), or with the training loss while a validation metric is computed
-    in the same epoch.
+    in the same epoch. A validation metric is a name such as `val_loss` or `valid_acc`, or
+    what a validation helper returns: a call named so (`evaluate(...)`), a call given the
+    validation data (`accuracy(model, val_loader)`), or a function of the file that puts the
+    model in eval mode or turns gradients off, loops over data and runs no backward pass.
 
     The scheduler is known to be a `ReduceLROnPlateau` when it is built from that class (or
     a subclass) through any import alias, assigned to a name or to `self.scheduler`,
@@ -249,7 +253,12 @@ class PlateauStepWithoutMetric(Rule):
             return False
         if isinstance(expr, cst.Call):
             if _callee(expr) in PASS_THROUGH_CALLS:
-                inner = expr.func.value if isinstance(expr.func, cst.Attribute) and not expr.args else expr.args[0].value if expr.args else None
+                # `loss.mean(0)`: the receiver; `np.mean(losses)`, `float(loss)`: the argument.
+                library = (self.semantic.qualified_name(expr.func) or "").startswith(("numpy.", "torch.", "statistics.", "math."))
+                if isinstance(expr.func, cst.Attribute) and not library:
+                    inner = expr.func.value
+                else:
+                    inner = expr.args[0].value if expr.args else None
                 return inner is not None and self._is_training_loss(inner, depth + 1)
             return False
         if isinstance(expr, cst.BinaryOperation):
@@ -361,14 +370,25 @@ class PlateauStepWithoutMetric(Rule):
             return False
         if _validation_name(target.value):
             return True
-        evaluates = isinstance(value, cst.Call) and bool(VALIDATION_WORDS & _callee_words(value))
-        return evaluates and bool(name_words & METRIC_WORDS)
+        return self._evaluates(value) and bool(name_words & METRIC_WORDS)
 
     def _is_validation_result(self, target: cst.Name, value: cst.BaseExpression) -> bool:
         """What validation returns, as a whole: ``val_metrics = validate(...)``."""
-        evaluates = isinstance(value, cst.Call) and bool(VALIDATION_WORDS & _callee_words(value))
         name_words = set(words(target.value))
-        return evaluates or bool(name_words & VALIDATION_WORDS and name_words & (RESULT_WORDS | METRIC_WORDS))
+        return self._evaluates(value) or bool(name_words & VALIDATION_WORDS and name_words & (RESULT_WORDS | METRIC_WORDS))
+
+    def _evaluates(self, value: cst.BaseExpression) -> bool:
+        """A call that runs validation and returns its result: ``validate(...)``, a call given
+        the validation data (``accuracy(model, val_loader)``), or a helper of this file that
+        puts the model in eval mode or turns gradients off and runs no backward pass."""
+        if not isinstance(value, cst.Call):
+            return False
+        if VALIDATION_WORDS & _callee_words(value):
+            return True
+        if any(_validation_data(_code_name(a.value)) for a in value.args):
+            return True
+        helper = self.semantic.training.local_callee(value.func)
+        return helper is not None and _evaluation_helper(self.semantic, helper)
 
     def _reaches(self, target: cst.CSTNode, step: cst.Call, epoch: cst.CSTNode) -> bool:
         """Whether the binding runs on every path to the step: no ``if`` between it and the
@@ -423,6 +443,45 @@ def _training_name(name: str) -> bool:
 def _training_data(name: str) -> bool:
     name_words = set(words(name))
     return bool(name_words & TRAINING_WORDS) and bool(name_words & {"loader", "dataloader", "data", "dataset", "iter", "batches"})
+
+
+def _validation_data(name: str) -> bool:
+    name_words = set(words(name))
+    return bool(name_words & VALIDATION_WORDS) and bool(name_words & DATA_WORDS)
+
+
+def _code_name(expr: cst.BaseExpression) -> str:
+    """``val_loader`` for ``val_loader`` and ``self.val_loader``; empty for anything else."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else ""
+
+
+def _evaluation_helper(semantic, function: cst.FunctionDef) -> bool:
+    """A function that calls ``.eval()`` or runs under ``no_grad()``/``inference_mode()``
+    (as a decorator or a ``with``), loops (over the data), returns a value, and runs no
+    backward pass or step."""
+    found = {"eval": False, "backward": False, "loop": False}
+
+    class Scan(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> None:
+            found["loop"] = True
+
+        def visit_Call(self, node: cst.Call) -> None:
+            name = _callee(node)
+            if name in ("backward", "step"):
+                found["backward"] = True
+            elif name == "eval" and not node.args:
+                found["eval"] = True
+
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            if semantic.grad_off_context(node.item):
+                found["eval"] = True
+
+    function.body.visit(Scan())
+    decorated = any(semantic.grad_off_context(d.decorator) for d in function.decorators)
+    passes = (found["eval"] or decorated) and found["loop"]
+    return passes and not found["backward"] and bool(_returns(function))
 
 
 def _callee(call: cst.Call) -> str | None:

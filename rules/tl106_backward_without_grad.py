@@ -44,6 +44,8 @@ class BackwardWithoutGrad(Rule):
             return
         for ancestor in self.semantic.ancestors(node):
             if isinstance(ancestor, cst.With):
+                if any(self._enables_grad(item.item) for item in ancestor.items):
+                    return  # `with torch.enable_grad():` inside the no_grad block
                 for item in ancestor.items:
                     context = self.semantic.grad_off_context(item.item)
                     if context:
@@ -55,3 +57,8 @@ class BackwardWithoutGrad(Rule):
                     if context:
                         self.report(node, self.message.format(context=context))
                 return
+
+    def _enables_grad(self, expr: cst.BaseExpression) -> bool:
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        name = self.semantic.qualified_name(target)
+        return name == "torch.enable_grad" or (name == "torch.set_grad_enabled" and "True" in self.context.module.code_for_node(expr))

@@ -3,9 +3,12 @@ import re
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Rule
-from torchlint.semantic.training import GRAPH_KEEPING, code, last_name
+from torchlint.semantic import Kind
+from torchlint.semantic.training import GRAPH_KEEPING, MODEL_CALLEE as MODEL, code, dotted, last_name
 
 CONTAINER_METHODS = ("append", "extend", "insert", "add", "appendleft")
+# Functions named after a model that return one rather than run it: `unwrap_model(m)`.
+NOT_A_FORWARD = re.compile(r"(get|build|create|make|load|unwrap|wrap|init|prepare|setup|copy|deepcopy|clone|save|export)_", re.IGNORECASE)
 # Running-average helpers whose update(value, n) keeps a sum of the values.
 METER = re.compile(r"meter|avg|average|loss|tracker", re.IGNORECASE)
 # What a stored value's holder may be used for later that needs it to stay a tensor.
@@ -18,15 +21,22 @@ class LossKeptWithGraph(Rule):
     ## What it does
     Finds a loss tensor kept across iterations of a loop: appended to a list
     (`losses.append(loss)`), accumulated (`total += loss`, `total = total + loss`), or stored
-    in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`).
+    in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`,
+    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`). Also
+    finds a model's output kept across the iterations of a training loop
+    (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
+    not gathered for a loss).
 
     A loss is what a backward pass in the same function runs on, a term summed into it, or
     the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
     `float(loss)` and `.data`; containers and totals re-created in every iteration; summing
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
-    `torch.stack(losses).sum().backward()`); code under `torch.no_grad()` or
-    `torch.inference_mode()`; and frameworks that own the loop (a Lightning `training_step`
-    has no loop of its own).
+    `torch.stack(losses).sum().backward()`); losses computed or stored under
+    `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which
+    in the file is), which have no graph; a helper outside any training loop that sums loss
+    terms into the loss it returns; the few mock training steps of a pytest or unittest test
+    (a `test_*` function); and frameworks that own the loop (a Lightning `training_step` has
+    no loop of its own).
 
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
@@ -57,10 +67,14 @@ class LossKeptWithGraph(Rule):
     `total.item()`) or the loss goes through a tensor method on the way (`loss.cpu()`), the
     fix inserts `.detach()`: the value stays the same tensor without its graph, and nothing
     backpropagates through it (a backward pass on it would have been exempt above), so that
-    fix is safe. Otherwise it appends `.item()`, which is unsafe: the stored value becomes a
-    Python float, so code elsewhere that still treats it as a tensor (a caller given the
-    list) breaks, and `.item()` raises on a loss that is not a single number
-    (`reduction="none"`).
+    fix is safe. Otherwise it appends `.item()`. That is safe where the stored tensor is the
+    very loss a backward pass with no gradient argument runs on (so it is one number) and
+    the holder stays in the code torchlint sees (not returned, yielded, or passed to a
+    function of the file): `history.append(loss)` in a plain loop. Elsewhere it is unsafe:
+    the stored value becomes a Python float, so code elsewhere that still treats it as a
+    tensor (a caller given the list) breaks, and `.item()` raises on a loss that is not a
+    single number (`reduction="none"`). For a model output the fix inserts `.detach()`,
+    unsafe: code elsewhere might still backpropagate through what was kept.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)
@@ -69,6 +83,7 @@ class LossKeptWithGraph(Rule):
     code = "TL301"
     name = "loss-kept-with-graph"
     message = "loss tensor `{loss}` is kept across iterations with its autograd graph; store `{loss}.{method}()`"
+    output_message = "model output `{output}` is kept across training iterations with its autograd graph; store `{output}.detach()`"
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -76,7 +91,7 @@ class LossKeptWithGraph(Rule):
             return
         if func.attr.value in CONTAINER_METHODS:
             self._check(node.args[-1].value, func.value, node)
-        elif func.attr.value == "update" and METER.search(last_name(func.value)):
+        elif func.attr.value == "update" and len(node.args) <= 2 and METER.search(last_name(func.value)):
             self._check(node.args[0].value, func.value, node)  # losses.update(loss, n): an AverageMeter
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -99,10 +114,17 @@ class LossKeptWithGraph(Rule):
     def _check(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         training = self.semantic.training
         loss = next((name for name in _stored_names(value) if training.is_loss(name)), None)
-        if loss is None or training.detached(value) or all(map(training.detached, self.semantic.values(loss) or [loss])):
+        if loss is None:
+            if isinstance(store, cst.Call):  # outputs.append(...): a container that grows
+                self._check_output(value, holder, store)
             return
+        values = self.semantic.values(loss)
+        if training.detached(value) or all(map(training.detached, values or [loss])):
+            return
+        if self._without_graph(loss, depth=0):
+            return  # computed under no_grad(): no graph to keep
         loop = self._iteration_loop(store)
-        if loop is None or self._grad_off(store):
+        if loop is None or self._grad_off(store) or training.in_test(store):
             return
         base = _base_name(holder)
         if base is not None and self._reset_in(base, loop, store):
@@ -110,11 +132,93 @@ class LossKeptWithGraph(Rule):
         scope = self.semantic.enclosing_function(store) or self.context.module
         if self._backpropagated(holder, scope):
             return  # summing losses before backward()
-        method = "detach" if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value) else "item"
+        if training.iteration_of(store) is None and self._returned(holder, scope):
+            return  # a helper summing loss terms into the loss it returns
+        if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value):
+            method, applicability = "detach", Applicability.SAFE
+        else:
+            # `.item()` changes the type: safe only on a loss known to be one number (a
+            # backward pass with no gradient argument runs on it) in a holder that stays here.
+            scalar = self._backward_without_gradient(loss)
+            method = "item"
+            applicability = Applicability.SAFE if scalar and not self._escapes(holder, scope) else Applicability.UNSAFE
         replacement = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name(method)))
-        applicability = Applicability.SAFE if method == "detach" else Applicability.UNSAFE
         fix = Fix(f"Store `{loss.value}.{method}()`", {loss: replacement}, applicability)
         self.report(loss, self.message.format(loss=loss.value, method=method), fix=fix)
+
+    def _check_output(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
+        """A model's output kept across the iterations of a training loop (``outputs.append(model(x))``)."""
+        output = next((e for e in _stored_exprs(value) if self._is_model_output(e)), None)
+        iteration = self.semantic.training.iteration_of(store)
+        if output is None or iteration is None or self._grad_off(store) or self.semantic.training.in_test(store):
+            return
+        base = _base_name(holder)
+        if base is not None and self._reset_in(base, iteration.loop, store):
+            return
+        scope = self.semantic.enclosing_function(store) or self.context.module
+        if self._backpropagated(holder, scope) or self._read_in(holder, iteration.loop, store):
+            return  # outputs gathered for a loss computed from them
+        name = code(output)
+        replacement = cst.Call(func=cst.Attribute(value=output, attr=cst.Name("detach")))
+        fix = Fix(f"Store `{name}.detach()`", {output: replacement}, Applicability.UNSAFE)
+        self.report(output, self.output_message.format(output=name), fix=fix)
+
+    def _is_model_output(self, expr: cst.BaseExpression) -> bool:
+        """``model(x)``, ``self.net(x)``, or a name every value of which is one, computed with
+        the graph on."""
+        if isinstance(expr, cst.Name):
+            values = self.semantic.values(expr)
+            return bool(values) and all(self._is_model_call(v) and not self._grad_off(v) for v in values)
+        return self._is_model_call(expr)
+
+    def _is_model_call(self, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, cst.Call) or any(a.star for a in expr.args) or not expr.args:
+            return False
+        name = last_name(expr.func)
+        return self.semantic.kind(expr.func) is Kind.MODULE or (
+            not dotted_library(self.semantic, expr.func) and MODEL.match(name) is not None and not NOT_A_FORWARD.match(name)
+        )
+
+    def _read_in(self, holder: cst.BaseExpression, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
+        """Whether the loop reads the holder anywhere but in the store."""
+        holder = holder.value if isinstance(holder, cst.Subscript) else holder
+        pattern = re.compile(rf"(?<![\w.]){re.escape(code(holder))}\b")
+        statement = next(a for a in self.semantic.ancestors(store) if isinstance(a, cst.SimpleStatementLine)) if not isinstance(store, cst.SimpleStatementLine) else store
+        text = self.context.module.code_for_node(loop.body).replace(self.context.module.code_for_node(statement), "", 1)
+        return bool(pattern.search(text))
+
+    def _backward_without_gradient(self, loss: cst.Name) -> bool:
+        """Whether a backward pass with no gradient argument (so on a single number) runs on
+        the value the name holds."""
+        values = {id(v) for v in self.semantic.values(loss)}
+        function = self.semantic.enclosing_function(loss)
+        for call, target in self.semantic.training.backward_calls.items():
+            if not isinstance(target, cst.Name) or target.value != loss.value or self.semantic.enclosing_function(call) is not function:
+                continue
+            if any(a.keyword is not None and a.keyword.value in ("gradient", "grad_tensors") for a in call.args):
+                continue
+            if isinstance(call.func, cst.Attribute) and call.func.value is target and call.args and call.args[0].keyword is None:
+                continue  # loss.backward(torch.ones_like(loss))
+            if values and values & {id(v) for v in self.semantic.values(target)}:
+                return True
+        return False
+
+    def _returned(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        holder = holder.value if isinstance(holder, cst.Subscript) else holder
+        name = re.escape(code(holder))
+        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        return bool(re.search(rf"\b(return|yield)\b[^\n]*(?<![\w.]){name}\b", text))
+
+    def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        """Whether the holder leaves the code torchlint sees whole: returned, yielded, or
+        passed to a function of this file (which may use it as a tensor)."""
+        if self._returned(holder, scope):
+            return True
+        holder = holder.value if isinstance(holder, cst.Subscript) else holder
+        name = re.escape(code(holder))
+        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        local = "|".join(re.escape(f) for f in self.semantic.functions)
+        return bool(local) and bool(re.search(rf"(?<![\w.])(self\.)?({local})\([^\n]*(?<![\w.]){name}\b", text))
 
     def _iteration_loop(self, store: cst.CSTNode) -> cst.CSTNode | None:
         """The loop whose iterations the store outlives: the training iteration around it,
@@ -124,7 +228,10 @@ class LossKeptWithGraph(Rule):
             return iteration.loop
         return next(self.semantic.training.enclosing_loops(store), None)
 
-    def _grad_off(self, node: cst.CSTNode) -> bool:
+    def _grad_off(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether ``node`` runs with no graph recorded: under ``no_grad()``,
+        ``inference_mode()`` or ``set_grad_enabled(False)``, or in a function of this file
+        every call of which does."""
         for ancestor in self.semantic.ancestors(node):
             items = ancestor.items if isinstance(ancestor, cst.With) else ()
             decorators = ancestor.decorators if isinstance(ancestor, cst.FunctionDef) else ()
@@ -134,7 +241,21 @@ class LossKeptWithGraph(Rule):
                     self.semantic.qualified_name(target) == "torch.set_grad_enabled" and "False" in code(expr)
                 ):
                     return True
+            if isinstance(ancestor, cst.FunctionDef):
+                calls = self.semantic.training.calls_of(ancestor) if depth < 2 else []
+                return bool(calls) and all(self._grad_off(call, depth + 1) for call in calls)
         return False
+
+    def _without_graph(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Whether ``expr`` was computed with no graph recorded: every value of the name was
+        computed under ``no_grad()`` or is read from such a value (``loss = outputs.loss``)."""
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        values = self.semantic.values(expr) if isinstance(expr, cst.Name) else []
+        return bool(values) and all(
+            self._grad_off(v) or (depth < 3 and isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) and self._without_graph(v, depth + 1))
+            for v in values
+        )
 
     def _reset_in(self, name: str, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
         """Whether the holder is bound afresh inside the loop (``parts = []`` in each
@@ -220,6 +341,24 @@ def _stored_names(value: cst.BaseExpression):
         for element in value.elements:
             if isinstance(element, cst.DictElement):
                 yield from _stored_names(element.value)
+
+
+def _stored_exprs(value: cst.BaseExpression):
+    """What a store keeps as is: the value, or the elements of a list, tuple or dict it builds."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            yield from _stored_exprs(element.value)
+    elif isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement):
+                yield from _stored_exprs(element.value)
+    else:
+        yield value
+
+
+def dotted_library(semantic, func: cst.BaseExpression) -> bool:
+    """``torch.sigmoid`` or ``np.mean``: a library function, not a model."""
+    return dotted(func) and (semantic.qualified_name(func) or "").startswith(("torch.", "numpy.", "builtins."))
 
 
 def _is_stored_as_is(loss: cst.Name, value: cst.BaseExpression) -> bool:

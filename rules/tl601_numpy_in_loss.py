@@ -25,7 +25,8 @@ class NumpyInLoss(Rule):
     through NumPy: `.numpy()` or `np.*` calls on model outputs, usually re-wrapped with
     `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` so that `backward()`
     does not complain; also a term added to the loss that was computed so. It follows the
-    loss through intermediate names, same-file loss functions and loss classes. NumPy used
+    loss through intermediate names, same-file helper functions, loss classes, and module
+    classes whose instance is named as a criterion (`crit = Smooth()`). NumPy used
     for metrics and logging on detached values, on targets and data, or for scalar weights
     (`np.random.beta(...)`) is left alone.
 
@@ -49,16 +50,20 @@ class NumpyInLoss(Rule):
     ```
 
     ## Fix safety
-    When the whole NumPy computation sits in the loss's own expression and every NumPy call
-    in it has a torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`,
-    `axis=` → `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.`
-    calls, `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
-    `torch.tensor(..., requires_grad=True)` or `torch.from_numpy(...)` re-wrap is dropped.
-    It is offered only where the file imports `torch`. It is unsafe: NumPy and torch differ
-    in dtype promotion (float64 there, the model's dtype here) and in some defaults (`np.std`
-    is the population deviation, `torch.std` the sample one), so the numbers can change.
-    Otherwise (a NumPy call with no equivalent, NumPy spread over several statements) it
-    reports only.
+    When the NumPy computation sits whole in one expression and every NumPy call in it has a
+    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` →
+    `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls,
+    `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
+    `torch.tensor(..., requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()`
+    re-wrap is dropped. That expression is the loss's own, or the single `return` of the
+    same-file helper function or loss class `forward` that computes it (the fix is written
+    there, where the NumPy code lives; for a helper function, only when every call of it in
+    the file computes a loss that a backward pass runs on, so no caller passing arrays
+    breaks). It is offered only where the file imports `torch`. It is unsafe: NumPy and torch
+    differ in dtype promotion (float64 there, the model's dtype here) and in some defaults
+    (`np.std` is the population deviation, `torch.std` the sample one), so the numbers can
+    change. Otherwise (a NumPy call with no equivalent, NumPy spread over several statements)
+    it reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
@@ -119,14 +124,44 @@ class NumpyInLoss(Rule):
         return dotted(func) and (self.semantic.qualified_name(func) or "").startswith("numpy.")
 
     def _fix(self, value: cst.BaseExpression) -> Fix | None:
+        """Rewrites the NumPy code where it is: the loss's own expression, or the one return
+        of the same-file helper or loss class the loss is computed by."""
         torch = self.semantic.torch_alias
-        if torch is None or not self._through_numpy(value, depth=0, follow_names=False):
+        if torch is None:
             return None
-        rewriter = _ToTorch(self.semantic, torch)
-        new = value.visit(rewriter)
-        if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(value) if isinstance(n, cst.Name) and self._is_read(n)):
+        if self._through_numpy(value, depth=0, follow_names=False):
+            return self._rewrite(value, "Compute the loss with torch operations")
+        helper = self.semantic.training.local_callee(value.func) if isinstance(value, cst.Call) else None
+        returns = self.semantic.training.local_callee_returns(value) if helper is not None else []
+        if len(returns) != 1 or not self._has_numpy(returns[0]) or not self._only_loss_calls(helper):
             return None
-        return Fix("Compute the loss with torch operations", {value: new}, Applicability.UNSAFE)
+        return self._rewrite(returns[0], f"Compute the loss in `{helper.name.value}` with torch operations")
+
+    def _rewrite(self, expr: cst.BaseExpression, message: str) -> Fix | None:
+        rewriter = _ToTorch(self.semantic, self.semantic.torch_alias)
+        new = expr.visit(rewriter)
+        if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(expr) if isinstance(n, cst.Name) and self._is_read(n)):
+            return None
+        return Fix(message, {expr: new}, Applicability.UNSAFE)
+
+    def _has_numpy(self, expr: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(n, cst.Call) and (self._is_numpy(n.func) or (isinstance(n.func, cst.Attribute) and n.func.attr.value == "numpy"))
+            for n in _walk(expr)
+        )
+
+    def _only_loss_calls(self, helper: cst.FunctionDef) -> bool:
+        """Whether every call of a helper function in this file computes a loss that a backward
+        pass runs on (so rewriting it in torch changes no caller that passes arrays). A loss
+        class's ``forward`` computes only its loss."""
+        if helper.name.value in ("forward", "__call__"):
+            return True
+        training = self.semantic.training
+        losses = set()
+        for loss in training.backward_calls.values():
+            losses.update(self.semantic.values(loss) if isinstance(loss, cst.Name) else [loss])
+        calls = training.calls_of(helper)
+        return bool(calls) and all(any(c is term for value in losses for term in _summands(value)) for c in calls)
 
     def _numpy_valued(self, name: cst.Name) -> bool:
         """A name bound to a NumPy array: left in a torch expression, it would break it."""
@@ -156,6 +191,10 @@ class _ToTorch(cst.CSTTransformer):
         qname = (self.semantic.qualified_name(func) or "") if dotted(func) else ""
         if isinstance(func, cst.Attribute) and func.attr.value in DETACHING and not original_node.args:
             return updated_node.func.value  # x.detach().cpu().numpy() -> x
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and all(
+            isinstance(a.value, cst.Name) and a.value.value == "True" for a in original_node.args
+        ):
+            return updated_node.func.value  # the re-wrap's .requires_grad_(): the result has a graph
         if qname.startswith("numpy."):
             name = qname.split(".", 1)[1]
             keywords = [a.keyword.value for a in original_node.args if a.keyword is not None]

@@ -216,3 +216,137 @@ def test_lightning_training_step_has_no_iteration():
         """
     )
     assert training.iterations == [] and training.step_functions() == []
+
+
+def test_scaling_or_clipping_gradients_in_place_is_no_clear():
+    training = facts(
+        """
+        for x in loader:
+            loss.backward()
+            for p in model.parameters():
+                p.grad.mul_(0.5)
+                p.grad *= scale
+                p.grad = p.grad / world_size
+                p.grad.data.clamp_(-1, 1)
+                p.grad.fill_(1.0)
+            opt.step()
+        for x in loader:
+            loss.backward()
+            for p in model.parameters():
+                p.grad.mul_(0)
+                p.grad *= 0
+                p.grad = torch.zeros_like(p)
+                p.grad.fill_(0.0)
+            opt.step()
+        """
+    )
+    scaled, zeroed = training.iterations
+    assert scaled.clears == []
+    assert len(zeroed.clears) == 4
+
+
+def test_known_optimizers_and_the_parameters_they_hold():
+    training = facts(
+        """
+        import torch
+        from torch import optim
+
+        opt_g = optim.Adam(net_g.parameters())
+        groups = [{"params": model.backbone.parameters(), "lr": 1e-4}, {"params": [p for n, p in head.named_parameters()]}]
+        opt = torch.optim.SGD(groups)
+        other = make_optimizer(model)
+
+        def train(model, optimizer, loader):
+            optimizer.step()
+            other.step()
+
+        train(model, opt, loader)
+        train(model, optimizer=opt_g, loader=loader)
+        """
+    )
+    names = {code(s.func.value): s.func.value for s in training._step_candidates}
+    assert training.is_known_optimizer(names["optimizer"])
+    assert not training.is_known_optimizer(names["other"])
+    assert training.parameter_holders(names["optimizer"]) is None  # names of another scope
+    assert training.parameter_holders(names["other"]) is None
+    assert training.parameter_holders(cst.parse_expression("x")) is None
+    stepped = facts(
+        """
+        import torch
+        groups = [{"params": model.backbone.parameters(), "lr": 1e-4}, {"params": [p for n, p in head.named_parameters()]}]
+        opt = torch.optim.SGD(groups + list(net_g.parameters()))
+        for x in loader:
+            loss.backward()
+            opt.step()
+        """
+    )
+    [step] = stepped.steps
+    assert stepped.parameter_holders(step.func.value) == {"net_g", "model.backbone", "head"}
+
+
+def test_unusual_callees_and_receivers_do_not_break_the_facts():
+    # `.value` of a Name is a string; `.func` may be any expression.
+    training = facts(
+        """
+        zero_(x)
+        fill_(0)
+        for x in loader:
+            (lambda: loss)().backward()
+            fns[0](x).backward()
+            getattr(opt, "step")()
+            optimizers[0].step()
+            (a or b).zero_grad()
+            make()().step()
+            reset_grad()
+        """
+    )
+    [iteration] = training.iterations
+    assert [code(s) for s in iteration.steps] == ["optimizers[0].step()", "make()().step()"]
+    assert [code(c) for c in iteration.clears] == ["(a or b).zero_grad()", "reset_grad()"]
+    assert not training.is_known_optimizer(iteration.steps[0].func.value)
+
+
+def _fix_of(source: str, code_: str):
+    from torchlint.config import select_rules
+    from torchlint.engine import lint_module_source
+
+    [finding] = lint_module_source(textwrap.dedent(source), select_rules([code_], [], [])).findings
+    return finding.fix
+
+
+def test_tl101_fix_is_safe_only_for_a_known_optimizer():
+    from torchlint.rule import Applicability
+
+    loop = """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            {receiver}.step()
+        """
+    known = "import torch\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n" + textwrap.dedent(loop.format(receiver="optimizer"))
+    assert _fix_of(known, "TL101").applicability is Applicability.SAFE
+    assert _fix_of(loop.format(receiver="optimizer"), "TL101").applicability is Applicability.UNSAFE
+    assert _fix_of(loop.format(receiver="self.opt_g"), "TL101").applicability is Applicability.UNSAFE
+    assert _fix_of(loop.format(receiver="solver"), "TL101") is None
+
+
+def test_tl301_item_fix_is_safe_on_the_loss_a_scalar_backward_runs_on():
+    from torchlint.rule import Applicability
+
+    body = """
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward({argument})
+            optimizer.step()
+            losses.append(loss)
+        {after}
+        """
+    safe = _fix_of(body.format(argument="", after="print(sum(losses))"), "TL301")
+    assert safe.applicability is Applicability.SAFE
+    assert _fix_of(body.format(argument="torch.ones_like(loss)", after=""), "TL301").applicability is Applicability.UNSAFE
+    in_function = "def train():\n" + textwrap.indent(textwrap.dedent(body.format(argument="", after="return losses")), "    ")
+    assert _fix_of(in_function, "TL301").applicability is Applicability.UNSAFE
+    passed = "def plot(values):\n    pass\n" + textwrap.dedent(body.format(argument="", after="plot(losses)"))
+    assert _fix_of(passed, "TL301").applicability is Applicability.UNSAFE

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
@@ -33,14 +34,18 @@ _NOT_AN_OPTIMIZER = re.compile(
     r"sched|warmup|lr_?policy|decay|anneal|swa|plateau|prof|timer|env|engine|pbar|progress|ema|sampler|meter|logger|writer|callback",
     re.IGNORECASE,
 )
+# Objects with a `.step()` of their own, unless the name also says optimizer (`model_opt`).
+_STEPPING_OWNER = re.compile(r"agent|trainer|runner|world|simulat|counter|clock|tracker|manager|model", re.IGNORECASE)
+# Names that say an object is an optimizer: `optimizer`, `opt_g`, `optG`, `self.optim`.
+OPTIMIZER_NAME = re.compile(r"(?i:optim)|(^|_)(?i:opt)([_\dA-Z]|$)")
 # Receivers of `X.backward(loss)` that run the backward pass for a framework.
 _FRAMEWORK_BACKWARD = re.compile(r"^(\w*accelerator|\w*fabric|\w*engine|deepspeed|trainer|strategy|booster|model|ds)$", re.IGNORECASE)
 # Same-file or imported helpers whose name says they clear gradients.
 _CLEARING_NAME = re.compile(r"zero_?grad|(clear|reset|zero)_?(the_)?grad", re.IGNORECASE)
 # Callees whose result is a loss tensor: `criterion(out, y)`, `self.loss_fn(...)`, `compute_loss(...)`.
-_LOSS_CALLEE = re.compile(r"criterion|loss", re.IGNORECASE)
+_LOSS_CALLEE = re.compile(r"criterion|loss|^crit$|_crit$", re.IGNORECASE)
 # Callees whose result is a model output: known modules, and names that say so.
-_MODEL_CALLEE = re.compile(
+MODEL_CALLEE = re.compile(
     r"^((\w+_)?(model|net|network|encoder|decoder|generator|discriminator|critic|actor|policy|predictor|regressor"
     r"|classifier|backbone|head|mlp|cnn|rnn|lstm|gru|transformer|autoencoder|vae|unet|resnet)(_\w+|\d+)?"
     r"|g|d|netg|netd|gen|disc|forward)$",
@@ -192,7 +197,7 @@ class _Scan(cst.CSTVisitor):
         elif name in ("step", "optimizer_step"):
             facts._step_candidates.append(node)
             facts.sites[node] = site
-        elif name == "zero_grad" or (name in ("zero_", "fill_", "mul_", "detach_") and is_grad_attribute(node.func.value)):
+        elif name == "zero_grad" or _clears_grad_in_place(node):
             facts._add_clear(node, site)
         elif name is not None:
             facts._calls.append((node, name))
@@ -204,10 +209,12 @@ class _Scan(cst.CSTVisitor):
             self.facts._add_clear(node, self._site())
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._grad_target(node, [t.target for t in node.targets])
+        # `p.grad = None` or `= torch.zeros_like(p)` clears; `p.grad = p.grad / n` rescales.
+        if _is_zero(node.value):
+            self._grad_target(node, [t.target for t in node.targets])
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.MultiplyAssign):
+        if isinstance(node.operator, cst.MultiplyAssign) and _is_zero(node.value):
             self._grad_target(node, [node.target])
 
     def visit_Del(self, node: cst.Del) -> None:
@@ -229,6 +236,7 @@ class TrainingFacts:
         self._called_names: dict[cst.FunctionDef | None, set[str]] = defaultdict(set)
         self._clearing_functions_direct: set[cst.FunctionDef | None] = set()
         model.module.visit(_Scan(self))
+        self._engine_backward_targets()
 
         self.steps: list[cst.Call] = [s for s in self._step_candidates if self._is_optimizer_step(s)]
         clearing = self._clearing_function_names()
@@ -265,6 +273,20 @@ class TrainingFacts:
             return receiver.args[0].value  # scaler.scale(loss).backward()
         return receiver
 
+    def _engine_backward_targets(self) -> None:
+        """``X.backward(loss)`` on an object that also steps (``rm_model.backward(loss)``,
+        ``rm_model.step()``): a DeepSpeed-style engine, whose backward runs on its argument
+        and whose step clears the gradients itself."""
+        stepping = {code(s.func.value) for s in self._step_candidates if isinstance(s.func, cst.Attribute)}
+        for call in self.backward_calls:
+            func, args = call.func, call.args
+            if (
+                isinstance(func, cst.Attribute) and func.attr.value == "backward" and code(func.value) in stepping
+                and args and args[0].keyword is None and not args[0].star
+            ):
+                self._framework_receivers.add(code(func.value))
+                self.backward_calls[call] = args[0].value
+
     def _is_optimizer_step(self, call: cst.Call) -> bool:
         """``opt.step()``, ``scaler.step(opt)`` or ``xm.optimizer_step(opt)``; never a
         scheduler's, profiler's or environment's step, nor ``opt.step(closure)``, which
@@ -285,7 +307,27 @@ class TrainingFacts:
             return False
         if code(receiver) in self._framework_receivers:
             return False  # DeepSpeed: engine.backward(loss); engine.step() clears gradients itself
-        return kind is Kind.OPTIMIZER or not _NOT_AN_OPTIMIZER.search(last_name(receiver))
+        if kind is Kind.OPTIMIZER:
+            return True
+        name = last_name(receiver)
+        if _NOT_AN_OPTIMIZER.search(name) or (_STEPPING_OWNER.search(name) and not OPTIMIZER_NAME.search(name)):
+            return False
+        return not self._instance_of_plain_class(receiver)
+
+    def _instance_of_plain_class(self, receiver: cst.BaseExpression) -> bool:
+        """Whether ``receiver`` holds an instance of a class of this file with no base class
+        (an agent, a simulation, a custom trainer with its own ``step``): no optimizer."""
+        values = self.model.values(receiver) if isinstance(receiver, (cst.Name, cst.Attribute)) else []
+        classes = [
+            assignment.node
+            for value in values
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            for assignment in self.model.assignments(value.func)
+            if isinstance(assignment.node, cst.ClassDef)
+        ]
+        return bool(values) and len(classes) == len(values) and all(
+            not c.bases or all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in c.bases) for c in classes
+        )
 
     def _add_clear(self, node: cst.CSTNode, site: _Site) -> None:
         self._clears.append(node)
@@ -304,6 +346,130 @@ class TrainingFacts:
                     names.add(function.name.value)
                     changed = True
         return names
+
+    # --- tests ------------------------------------------------------------------------------
+
+    def in_test(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs in a pytest or unittest test: a ``test_*`` function that no
+        code of the file calls, or a fixture, in a ``Test*`` class or a file that imports a
+        test framework. A test's few training steps only need the weights to change."""
+        for ancestor in self.model.ancestors(node):
+            if not isinstance(ancestor, cst.FunctionDef):
+                continue
+            test = ancestor.name.value.startswith("test_") and not self.calls_of(ancestor)
+            fixture = any("fixture" in code(d.decorator) for d in ancestor.decorators)
+            if test or fixture:
+                cls = self.model.enclosing_class(ancestor)
+                return (cls is not None and cls.node.name.value.startswith("Test")) or self._imports_test_framework
+        return False
+
+    @cached_property
+    def _imports_test_framework(self) -> bool:
+        for statement in self.model.module.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                names = []
+                if isinstance(small, cst.Import):
+                    names = [code(alias.name) for alias in small.names]
+                elif isinstance(small, cst.ImportFrom) and small.module is not None:
+                    names = [code(small.module)]
+                if any(name.split(".")[0] in ("pytest", "unittest") for name in names):
+                    return True
+        return False
+
+    # --- optimizers -----------------------------------------------------------------------
+
+    def is_known_optimizer(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` certainly holds an optimizer: built from a ``torch.optim`` class (or
+        a subclass of this file), or a parameter that every call of its function in this file
+        gives such an optimizer."""
+        from torchlint.semantic import Kind
+
+        if self.model.kind(expr) is Kind.OPTIMIZER:
+            return True
+        arguments = self._arguments_for_parameter(expr)
+        return bool(arguments) and all(a is not None and self.model.kind(a) is Kind.OPTIMIZER for a in arguments)
+
+    def _arguments_for_parameter(self, expr: cst.BaseExpression) -> list[cst.BaseExpression | None]:
+        """What each call of its function in this file passes for the parameter ``expr`` reads
+        (None where a call passes nothing recognisable); empty when ``expr`` is no parameter
+        or its function is never called here."""
+        if not isinstance(expr, cst.Name):
+            return []
+        params = [a.node for a in self.model.assignments(expr) if isinstance(a.node, cst.Param)]
+        function = self.model.enclosing_function(params[0]) if len(params) == 1 else None
+        if function is None or len(self.model.functions.get(function.name.value, ())) != 1:
+            return []
+        param = params[0]
+        positional = list(function.params.params)
+        is_method = isinstance(self.model.parent(self.model.parent(function)), cst.ClassDef)
+        found: list[cst.BaseExpression | None] = []
+        for call in self.calls_of(function):
+            index = positional.index(param) - (1 if is_method else 0) if param in positional else -1
+            keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param.name.value), None)
+            plain = [a.value for a in call.args if a.keyword is None and not a.star]
+            if any(a.star for a in call.args):
+                found.append(None)
+            else:
+                found.append(keyword if keyword is not None else plain[index] if 0 <= index < len(plain) else None)
+        return found
+
+    def parameter_holders(self, optimizer: cst.BaseExpression) -> set[str] | None:
+        """The modules whose parameters an optimizer holds, as written (``{"netG"}`` for
+        ``Adam(netG.parameters())``) in the function that steps it (or, for ``self.opt``,
+        its class); None when that is not known for every value it may have."""
+        from torchlint.semantic import Kind
+
+        values = self.model.values(optimizer)
+        if not values:
+            return None
+        holders: set[str] = set()
+        function = self.model.enclosing_function(optimizer)
+        for value in values:
+            if not (isinstance(value, cst.Call) and self.model.kind(value) is Kind.OPTIMIZER and value.args):
+                return None
+            if self.model.enclosing_function(value) is not function and not isinstance(optimizer, cst.Attribute):
+                return None  # the names it holds were written in another scope
+            params = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "params"), None)
+            if params is None and value.args[0].keyword is None:
+                params = value.args[0].value
+            found = self._holders(params, depth=0) if params is not None else None
+            if not found:
+                return None
+            holders |= found
+        if isinstance(optimizer, cst.Attribute) and not all(h.startswith("self.") for h in holders):
+            return None  # `self.opt = Adam(model.parameters())`: `model` is a name of `__init__`
+        return holders
+
+    def _holders(self, expr: cst.BaseExpression, depth: int) -> set[str] | None:
+        """``m`` in ``m.parameters()``, ``list(m.parameters())``, ``[p for p in m.parameters()]``,
+        ``a.parameters() + b.parameters()``, param groups, and names bound to those."""
+        parts: list[cst.BaseExpression]
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("parameters", "named_parameters"):
+            return {code(expr.func.value)}
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "filter", "iter") and expr.args:
+            parts = [expr.args[-1].value]
+        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            parts = [e.value for e in expr.elements]
+        elif isinstance(expr, cst.Dict):
+            parts = [
+                e.value for e in expr.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"
+            ]
+        elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and expr.for_in.inner_for_in is None:
+            parts = [expr.for_in.iter]
+        elif isinstance(expr, cst.BinaryOperation):
+            parts = [expr.left, expr.right]
+        elif isinstance(expr, cst.Name) and depth < 3:
+            parts = self.model.values(expr)
+        else:
+            return None
+        holders: set[str] = set()
+        for part in parts:
+            found = self._holders(part, depth + 1)
+            if not found:
+                return None
+            holders |= found
+        return holders
 
     # --- iterations ---------------------------------------------------------------------
 
@@ -374,10 +540,18 @@ class TrainingFacts:
             name = function.name.value
             if not steps or len(self.model.functions.get(name, ())) != 1:
                 continue
-            call_sites = [call for call, called in self._calls if called == name and self._calls_function(call, function)]
+            call_sites = self.calls_of(function)
             if call_sites and all(self.sites[c].loops for c in call_sites):
                 found.append(StepFunction(function, backwards, steps, call_sites))
         return found
+
+    def calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of a function of this file (``f(...)``, or ``self.f(...)`` for a method),
+        when its name is defined once here."""
+        name = function.name.value
+        if len(self.model.functions.get(name, ())) != 1:
+            return []
+        return [call for call, called in self._calls if called == name and self._calls_function(call, function)]
 
     def _calls_function(self, call: cst.Call, function: cst.FunctionDef) -> bool:
         # helper(...) for a function, self.helper(...) for a method of the caller's class.
@@ -419,7 +593,9 @@ class TrainingFacts:
                 return True
             if qname is not None and qname.startswith(_NOT_LOSS_LIBRARIES):
                 return False  # torch.mean(x), sklearn.metrics.log_loss(...): no loss tensor of ours
-            return self.model.kind(expr.func) is Kind.LOSS or bool(_LOSS_CALLEE.search(last_name(expr.func)))
+            name = last_name(expr.func)
+            # `loss_scaler(loss, optimizer)` (timm, Swin) returns the gradient norm.
+            return self.model.kind(expr.func) is Kind.LOSS or bool(_LOSS_CALLEE.search(name) and "scal" not in name.lower())
         if isinstance(expr, cst.BinaryOperation):
             return self.is_loss_value(expr.left) or self.is_loss_value(expr.right)
         if isinstance(expr, cst.UnaryOperation):
@@ -518,7 +694,7 @@ class TrainingFacts:
         if isinstance(expr, cst.Attribute):
             if (grad and expr.attr.value == "data") or expr.attr.value in _METADATA:
                 return False
-            return flows(expr.value) or _MODEL_CALLEE.match(last_name(expr.value)) is not None
+            return flows(expr.value) or MODEL_CALLEE.match(last_name(expr.value)) is not None
         if isinstance(expr, cst.Subscript):
             return flows(expr.value)
         if isinstance(expr, cst.BinaryOperation):
@@ -554,7 +730,7 @@ class TrainingFacts:
         returns = self.local_callee_returns(call)
         if returns:
             return any(map(flows, returns)) or (not grad and any(map(flows, args)))
-        if self.model.kind(func) is Kind.MODULE or (not qname.startswith(("torch.", "numpy.", "builtins.")) and _MODEL_CALLEE.match(last_name(func))):
+        if self.model.kind(func) is Kind.MODULE or (not qname.startswith(("torch.", "numpy.", "builtins.")) and MODEL_CALLEE.match(last_name(func))):
             return True  # model(x), self.net(x), self(x)
         if isinstance(func, cst.Name) and func.value == "self":
             return True
@@ -568,7 +744,7 @@ class TrainingFacts:
         # A parameter may carry gradient (unknown: assume so); it comes from the model when
         # named like a model or its output (`def loss_fn(pred, target)`).
         return any(
-            mode == "grad" or _OUTPUT_NAME.match(a.name) is not None or _MODEL_CALLEE.match(a.name) is not None
+            mode == "grad" or _OUTPUT_NAME.match(a.name) is not None or MODEL_CALLEE.match(a.name) is not None
             for a in self.model.assignments(name)
             if isinstance(a.node, cst.Param) and a.name not in ("self", "cls")
         )
@@ -577,7 +753,7 @@ class TrainingFacts:
         """What the same-file code a call runs returns: ``f(...)`` of a function of this file,
         ``self.f(...)`` of a method of the caller's class, ``criterion(...)`` of an instance of a
         loss class of this file (its ``forward``). Empty when the callee is not known."""
-        function = self._local_callee(call.func)
+        function = self.local_callee(call.func)
         if function is None:
             return []
         if function not in self._returns_cache:
@@ -586,7 +762,8 @@ class TrainingFacts:
             self._returns_cache[function] = finder.values
         return self._returns_cache[function]
 
-    def _local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+    def local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The same-file function a call of ``func`` runs (see ``local_callee_returns``)."""
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             info = self.model.enclosing_class(func)
             method = _method(info.node, func.attr.value) if info is not None else None
@@ -596,12 +773,16 @@ class TrainingFacts:
             for assignment in self.model.assignments(func):
                 if isinstance(assignment.node, cst.FunctionDef):
                     return assignment.node
-        # An instance of a loss class of this file: `criterion = NumpyLoss()`.
+        # An instance of a loss class of this file: `criterion = NumpyLoss()`, or of any module
+        # class of it when the instance is named as a loss (`crit = Smooth()`).
+        loss_named = isinstance(func, (cst.Name, cst.Attribute)) and _LOSS_CALLEE.search(last_name(func)) is not None
         for value in self.model.values(func) if isinstance(func, (cst.Name, cst.Attribute)) else ():
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                 for assignment in self.model.assignments(value.func):
                     node = assignment.node
-                    if isinstance(node, cst.ClassDef) and _LOSS_CALLEE.search(node.name.value):
+                    if isinstance(node, cst.ClassDef) and (
+                        _LOSS_CALLEE.search(node.name.value) or (loss_named and node in self.model.classes and self.model.class_kind(self.model.classes[node]) is not None)
+                    ):
                         return _method(node, "forward") or _method(node, "__call__")
         return None
 
@@ -637,6 +818,26 @@ def dotted(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, cst.Attribute):
         expr = expr.value
     return isinstance(expr, cst.Name)
+
+
+def _clears_grad_in_place(call: cst.Call) -> bool:
+    """``p.grad.zero_()``, ``p.grad.fill_(0)``, ``p.grad.mul_(0)``; not ``p.grad.mul_(scale)``
+    or ``p.grad.clamp_(-1, 1)``, which keep the gradient."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and is_grad_attribute(func.value)):
+        return False
+    if func.attr.value == "zero_":
+        return True
+    return func.attr.value in ("fill_", "mul_") and len(call.args) == 1 and _is_zero(call.args[0].value)
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    """``None``, ``0``, ``0.0`` or a fresh tensor of zeros: what a cleared gradient holds."""
+    if isinstance(expr, cst.Name):
+        return expr.value == "None"
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.evaluated_value) == 0
+    return isinstance(expr, cst.Call) and callee_name(expr) in ("zeros_like", "zeros", "new_zeros")
 
 
 def _is_local_call(call: cst.Call) -> bool:
