@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
 # What a test mentions when it picks the device on purpose: an availability check, a flag
 # (`args.cuda`, `use_gpu`, `not args.no_cuda`), a device comparison (`device.type == "cuda"`).
-_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat", re.IGNORECASE)
+_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl", re.IGNORECASE)
 # What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
 _AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
 # Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`).
@@ -355,14 +355,17 @@ class _Collector(cst.CSTVisitor):
 
     def _imports(self, modules: list[str]) -> None:
         # An import under `try` or `if` is optional: the file runs without the library.
-        if self.optional_depth == 0 and any(m == g or m.startswith(g + ".") for m in modules for g in _GPU_ONLY_MODULES):
+        if self.optional_depth == 0 and any(_gpu_only_module(m) for m in modules):
             self.facts.cuda_only = "it imports a GPU-only library"
 
     def visit_Try(self, node: cst.Try) -> None:
-        self.optional_depth += 1
+        # `except ImportError: raise` makes nothing optional.
+        if not all(_exit_of(h.body) == "script" for h in node.handlers):
+            self.optional_depth += 1
 
     def leave_Try(self, original_node: cst.Try) -> None:
-        self.optional_depth -= 1
+        if not all(_exit_of(h.body) == "script" for h in original_node.handlers):
+            self.optional_depth -= 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -439,6 +442,13 @@ class _Collector(cst.CSTVisitor):
         return any(
             _AVAILABILITY.search(n.value) for name in names for v in self.facts.model.values(name) for n in _names(v)
         )
+
+
+def _gpu_only_module(module: str) -> bool:
+    """A GPU-only library, or a compiled CUDA kernel extension (``fused_layer_norm_cuda``)."""
+    if any(module == g or module.startswith(g + ".") for g in _GPU_ONLY_MODULES):
+        return True
+    return any(part.endswith("_cuda") for part in module.split("."))
 
 
 def _exit_of(block: cst.BaseSuite) -> str | None:
