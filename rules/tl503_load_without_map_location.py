@@ -6,7 +6,10 @@ from torchlint.rule import Applicability, Fix, Rule
 class LoadWithoutMapLocation(Rule):
     """
     ## What it does
-    Finds `torch.load` of a checkpoint with no `map_location`.
+    Finds `torch.load` of a checkpoint with no `map_location`. It is silent where the
+    failure cannot happen: the file was written by the same code just before (a path a
+    `torch.save` earlier in the same function writes, an empty `io.BytesIO()` buffer), or
+    every `torch.save` of the file to that path saves tensors moved to the CPU.
 
     ## Why is this bad?
     Tensors are restored to the device they were saved from. A checkpoint saved on a GPU
@@ -40,6 +43,9 @@ class LoadWithoutMapLocation(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.load") or not node.args:
+            return
+        devices = self.semantic.devices
+        if devices.written_by_this_code(node) or devices.saved_from_cpu(node):
             return
         if any(arg.star == "**" for arg in node.args):
             return  # a splatted **kwargs may carry map_location

@@ -98,6 +98,7 @@ class DeviceFacts:
         # Why the whole file is CUDA-only by design (None: it is not), for the docs and tests.
         self.cuda_only: str | None = None
         self.set_device_calls: list[cst.Call] = []
+        self.saves: list[cst.Call] = []  # `torch.save(obj, f)` calls
         self.collective_functions: set[cst.FunctionDef | None] = set()
         self.device_names: set[str] = set()  # names bound to a device anywhere in the file
         # `args` in `args.device = ...`, with the values assigned.
@@ -315,6 +316,45 @@ class DeviceFacts:
             return DeviceInScope("self.device", False)
         return None
 
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def written_by_this_code(self, load: cst.Call) -> bool:
+        """Whether the file a ``torch.load`` reads is one this code has just written, so it
+        holds what this run made: an in-memory buffer (``io.BytesIO``), or the path a
+        ``torch.save`` earlier in the same function (or at module level) writes."""
+        source = _argument(load, 0, "f")
+        if source is None:
+            return False
+        if self._in_memory(source):
+            return True
+        function = self.model.enclosing_function(load)
+        return any(
+            self.model.enclosing_function(save) is function
+            and self.model.start_key(save) < self.model.start_key(load)
+            and self._same_file(save, source)
+            for save in self.saves
+        )
+
+    def saved_from_cpu(self, load: cst.Call) -> bool:
+        """Whether every ``torch.save`` of the file to the path ``load`` reads saves tensors
+        moved to the CPU (``.cpu()``), so they load on any machine."""
+        source = _argument(load, 0, "f")
+        same = [save for save in self.saves if source is not None and self._same_file(save, source)]
+        return bool(same) and all(".cpu()" in self.code(save.args[0].value) for save in same)
+
+    def _same_file(self, save: cst.Call, source: cst.BaseExpression) -> bool:
+        target = _argument(save, 1, "f")
+        return target is not None and self.code(target) == self.code(source)
+
+    def _in_memory(self, source: cst.BaseExpression) -> bool:
+        """An empty ``io.BytesIO()``, which only this code can have filled (not
+        ``io.BytesIO(downloaded)``)."""
+        values = self.model.values(source) if isinstance(source, cst.Name) else [source]
+        return bool(values) and all(
+            isinstance(v, cst.Call) and not v.args and self.model.qualified_name(v.func) in ("io.BytesIO", "_io.BytesIO")
+            for v in values
+        )
+
     # --- assignments ------------------------------------------------------------------------
 
     def overridden(self, target: cst.BaseExpression) -> bool:
@@ -406,7 +446,9 @@ class _Collector(cst.CSTVisitor):
         if isinstance(node.func, cst.Name) and node.func.value == "exec":
             facts.executing.add(self.functions[-1])
         qname = facts.model.qualified_name(node.func) or ""
-        if qname == "torch.cuda.set_device":
+        if qname == "torch.save" and len(node.args) >= 2:
+            facts.saves.append(node)
+        elif qname == "torch.cuda.set_device":
             facts.set_device_calls.append(node)
         elif qname in _COLLECTIVES:
             facts.collective_functions.add(self.functions[-1])
@@ -442,6 +484,15 @@ class _Collector(cst.CSTVisitor):
         return any(
             _AVAILABILITY.search(n.value) for name in names for v in self.facts.model.values(name) for n in _names(v)
         )
+
+
+def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument of ``call`` at position ``index`` or given as ``keyword``."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if len(positional) > index else None
 
 
 def _gpu_only_module(module: str) -> bool:
