@@ -11,6 +11,13 @@ class LoadWithoutMapLocation(Rule):
     `torch.save` earlier in the same function writes, an empty `io.BytesIO()` buffer), or
     every `torch.save` of the file to that path saves tensors moved to the CPU.
 
+    Opt-in: whether a file holds CUDA tensors is decided where it was saved, which is
+    mostly elsewhere (another script, another project, a conversion run on the CPU), and
+    on real code most loads without `map_location` read files that load fine: converted or
+    downloaded weights saved from the CPU, datasets and metadata with no CUDA tensors, and
+    checkpoints of GPU-only training code. Select it when code must run on machines without
+    the GPU the checkpoints were saved from.
+
     ## Why is this bad?
     Tensors are restored to the device they were saved from. A checkpoint saved on a GPU
     then fails to load on a machine without one (`RuntimeError: Attempting to deserialize
@@ -39,6 +46,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "TL503"
     name = "load-without-map-location"
+    opt_in = True
     message = "`torch.load` without `map_location` fails on a machine without the device the file was saved from"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -55,6 +55,8 @@ _COLLECTIVES = frozenset(
         "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "send", "recv", "isend", "irecv",
     )
 )
+# The temporary folders pytest gives a test: what a test loads from there, it wrote.
+_TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_path_factory"})
 _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|cpu|mps|xpu)$")
 # Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
@@ -99,6 +101,7 @@ class DeviceFacts:
         self.cuda_only: str | None = None
         self.set_device_calls: list[cst.Call] = []
         self.saves: list[cst.Call] = []  # `torch.save(obj, f)` calls
+        self.other_saves: list[cst.Call] = []  # other calls named `*save*`, with a path among their arguments
         self.collective_functions: set[cst.FunctionDef | None] = set()
         self.device_names: set[str] = set()  # names bound to a device anywhere in the file
         # `args` in `args.device = ...`, with the values assigned.
@@ -320,20 +323,23 @@ class DeviceFacts:
 
     def written_by_this_code(self, load: cst.Call) -> bool:
         """Whether the file a ``torch.load`` reads is one this code has just written, so it
-        holds what this run made: an in-memory buffer (``io.BytesIO``), or the path a
-        ``torch.save`` earlier in the same function (or at module level) writes."""
+        holds what this run made: an in-memory buffer (``io.BytesIO()``), a file in a test's
+        temporary folder (``tmp_path``), or the path a ``torch.save`` (or another ``*save*``
+        call, such as ``fabric.save``) earlier in the same function (or at module level)
+        writes."""
         source = _argument(load, 0, "f")
         if source is None:
             return False
-        if self._in_memory(source):
+        if self._in_memory(source) or any(n.value in _TEMPORARY_FOLDERS for n in _names(source)):
             return True
         function = self.model.enclosing_function(load)
-        return any(
-            self.model.enclosing_function(save) is function
-            and self.model.start_key(save) < self.model.start_key(load)
-            and self._same_file(save, source)
-            for save in self.saves
-        )
+        source_code = self.code(source)
+        for save in self.saves + self.other_saves:
+            if self.model.enclosing_function(save) is function and self.model.start_key(save) < self.model.start_key(load):
+                arguments = [_argument(save, 1, "f")] if save in self.saves else [a.value for a in save.args]
+                if any(a is not None and self.code(a) == source_code for a in arguments):
+                    return True
+        return False
 
     def saved_from_cpu(self, load: cst.Call) -> bool:
         """Whether every ``torch.save`` of the file to the path ``load`` reads saves tensors
@@ -446,9 +452,12 @@ class _Collector(cst.CSTVisitor):
         if isinstance(node.func, cst.Name) and node.func.value == "exec":
             facts.executing.add(self.functions[-1])
         qname = facts.model.qualified_name(node.func) or ""
+        callee = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value if isinstance(node.func, cst.Name) else ""
         if qname == "torch.save" and len(node.args) >= 2:
             facts.saves.append(node)
-        elif qname == "torch.cuda.set_device":
+        elif "save" in callee.lower() and node.args:  # fabric.save(path, state), save_checkpoint(...)
+            facts.other_saves.append(node)
+        if qname == "torch.cuda.set_device":
             facts.set_device_calls.append(node)
         elif qname in _COLLECTIVES:
             facts.collective_functions.add(self.functions[-1])
