@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 _CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
 # What a test mentions when it picks the device on purpose: an availability check, a flag
 # (`args.cuda`, `use_gpu`, `not args.no_cuda`), a device comparison (`device.type == "cuda"`).
-_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl", re.IGNORECASE)
+_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl|distributed|\bddp\b", re.IGNORECASE)
 # What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
 _AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
-# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`).
-_GPU_NAME = re.compile(r"cuda|gpu", re.IGNORECASE)
+# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
+# `low_vram_shift`).
+_GPU_NAME = re.compile(r"cuda|gpu|vram", re.IGNORECASE)
 # Calls that end a function, a script or a test when the GPU is missing.
 _EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
 # Context managers of tests that expect the code inside to fail.
