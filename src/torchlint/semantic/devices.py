@@ -176,12 +176,12 @@ class DeviceFacts:
         func = call.func if isinstance(call, cst.Call) else call
         return self.model.qualified_name(func) not in DEVICE_TYPE_CALLS and bool(_CHOICE.search(self.code(call)))
 
-    def is_choice(self, test: cst.BaseExpression, pattern: re.Pattern = _CHOICE) -> bool:
+    def is_choice(self, test: cst.BaseExpression) -> bool:
         """Whether ``test`` decides about the device, directly or through a name bound to such
         a test (``use_cuda = not args.no_cuda and torch.cuda.is_available()``)."""
-        if pattern.search(self.code(test)):
+        if _CHOICE.search(self.code(test)):
             return True
-        return any(pattern.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
+        return any(_CHOICE.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
 
     def _after_early_exit(self, node: cst.CSTNode) -> bool:
         # `if not torch.cuda.is_available(): return` earlier in the same function or an
