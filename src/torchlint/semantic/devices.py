@@ -57,7 +57,7 @@ _COLLECTIVES = frozenset(
     )
 )
 # The temporary folders pytest gives a test: what a test loads from there, it wrote.
-_TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_path_factory"})
+_TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_dir", "tmp_path_factory"})
 _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|cpu|mps|xpu)$")
 # Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
