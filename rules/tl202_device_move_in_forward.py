@@ -17,7 +17,8 @@ class DeviceMoveInForward(Rule):
     lengths of `pack_padded_sequence`, NumPy and SciPy post-processing such as a Hungarian
     matcher). So is deliberate model parallelism: a module that places its own layers on
     fixed devices (`self.stage1.to("cuda:0")`), or whose `forward` moves between two or
-    more fixed devices, picks its devices on purpose.
+    more fixed devices, picks its devices on purpose. A move under a device test
+    (`if x.is_cuda and not self.alpha.is_cuda:`) follows the input's device.
 
     ## Why is this bad?
     A module's device is wherever its parameters are: the caller decides it with
@@ -62,8 +63,8 @@ class DeviceMoveInForward(Rule):
             return
         if func.attr.value == "to" and not (node.args and self._fixed_device(node.args[0])):
             return
-        if self._model_parallel(info.node):
-            return
+        if self._model_parallel(info.node) or self.semantic.devices.chosen_here(node):
+            return  # `if x.is_cuda and not self.alpha.is_cuda:` follows the input's device
         self.report(node, self.message.format(call=self.context.module.code_for_node(node)))
 
     def _fixed_device(self, arg: cst.Arg) -> bool:

@@ -117,7 +117,7 @@ class DeviceFacts:
         # to override the defaults assigned above it.
         self.executing: set[cst.FunctionDef | None] = set()
         self.module.visit(_Collector(self))
-        if self.cuda_only is None and any(not self._chosen_here(c) for c in self.set_device_calls):
+        if self.cuda_only is None and any(not self.chosen_here(c) for c in self.set_device_calls):
             self.cuda_only = "it calls torch.cuda.set_device"
 
     @property
@@ -138,12 +138,14 @@ class DeviceFacts:
             return True
         if any(f in self.collective_functions for f in self._functions_around(node)):
             return True
-        return self._chosen_here(node) or self._after_early_exit(node)
+        return self.chosen_here(node) or self._after_early_exit(node)
 
     def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
         return [a for a in self.model.ancestors(node) if isinstance(a, cst.FunctionDef)]
 
-    def _chosen_here(self, node: cst.CSTNode) -> bool:
+    def chosen_here(self, node: cst.CSTNode) -> bool:
+        """Whether an enclosing ``if``, conditional expression, function or handler makes
+        CUDA at ``node`` a choice (``guarded`` without the file-wide and early-exit facts)."""
         child = node
         for ancestor in self.model.ancestors(node):
             if self._guards(ancestor, child):
