@@ -500,6 +500,13 @@ def test_code_expected_to_fail_is_guarded():
             """,
             "it imports a GPU-only library",
         ),
+        (
+            """
+            import torch
+            from deepspeed.ops.op_builder import GDSBuilder
+            """,
+            "it imports a GPU-only library",
+        ),
     ],
 )
 def test_cuda_only_files(source, reason):

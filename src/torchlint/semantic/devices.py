@@ -46,7 +46,7 @@ DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
 # bitsandbytes and xformers (both have CPU code paths), Accelerate and Lightning.
 _GPU_ONLY_MODULES = (
     "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
-    "tensorrt",
+    "tensorrt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
 )
 # torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
 _COLLECTIVES = frozenset(
