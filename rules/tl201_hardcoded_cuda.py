@@ -138,8 +138,8 @@ class HardcodedCuda(Rule):
         purpose."""
         if not node.args or not cuda_string(node.args[0].value) or self._guarded(node):
             return
-        if isinstance(self.semantic.parent(node), (cst.Comparison, cst.ComparisonTarget)):
-            return  # `x.device != torch.device("cuda")` tests a device; it places nothing
+        if isinstance(self.semantic.parent(node), (cst.Comparison, cst.ComparisonTarget, cst.Element)):
+            return  # `x.device != torch.device("cuda")`, `[torch.device("cuda:1"), ...]` place nothing
         if self._assigned_and_overridden(node):
             return
         fix = None
