@@ -19,12 +19,21 @@ class HardcodedCuda(Rule):
     It stays silent on choices made on purpose: the branches of an `if` or a conditional
     expression that tests availability, a flag or the device
     (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, `if args.cuda:`,
-    `if use_cuda:`), code after an early exit when CUDA is missing
+    `if use_cuda:`, `if param.is_cpu:`), code after an early exit when CUDA is missing
     (`if not torch.cuda.is_available(): sys.exit(...)`), functions, classes and tests meant
-    for the GPU (`to_gpu`, `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), files
-    using GPU-only libraries (Triton, CuPy), a GPU index taken from a variable
-    (`.cuda(args.gpu)`, `torch.device("cuda", local_rank)`), device *types*
-    (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`) and the `torch.cuda` API.
+    for the GPU (`to_gpu`, `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), a GPU
+    index taken from a variable (`.cuda(args.gpu)`, `torch.device("cuda", local_rank)`),
+    device *types* (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`) and the
+    `torch.cuda` API.
+
+    Code that is CUDA-only by design is not reported either, with no `noqa` needed. The
+    whole file is CUDA-only when it calls `init_process_group("nccl")` (or
+    `backend="nccl"`), calls `torch.cuda.set_device(...)` outside a device check, or imports
+    a GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
+    CUTLASS, `torch.utils.cpp_extension`) outside `try`/`if`. DeepSpeed, bitsandbytes and
+    xformers do not count: they run on other accelerators or the CPU. A function that runs
+    a `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by
+    design too: NCCL needs CUDA tensors.
 
     ## Why is this bad?
     The script fails on every machine without a GPU (a laptop, a CPU CI runner, a
@@ -54,21 +63,25 @@ class HardcodedCuda(Rule):
 
     ## Fix safety
     The fix rewrites `.cuda()` to `.to(device)`, and `"cuda"` in `.to(...)`, `device=` or
-    `map_location=` to `device`. It reuses a device already in scope: a `device` parameter
-    or variable, the input's `.device` in `forward`, `self.device` set in `__init__` (or
-    given by Lightning), an `args.device` the script assigns, a module-level `device`.
-    Otherwise it defines `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`
-    once, after the imports; where that definition would not be seen (a later local
-    `device`), it writes the conditional expression in place. `torch.device("cuda:0")` and a
-    device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
+    `map_location=` to `device`. It reuses only a variable known to hold a torch device
+    (assigned `torch.device(...)`, a device string, or a choice between them): a local
+    variable, a parameter annotated `torch.device` or defaulting to a device, `self.device`
+    set so in `__init__` (or given by Lightning), an `args.device` the script sets so, a
+    module-level variable. Otherwise it defines
+    `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` once, after the
+    imports, as a change of its own beside the call; where that definition would not be
+    seen (another binding of `device`), it writes the conditional expression in place.
+    In `forward` of an `nn.Module` it uses only a device known there (a parameter,
+    `self.device`), never a global one: the caller places the module. `torch.device("cuda:0")`
+    and a device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
 
     The fix is safe when the device it uses is one it defines or one the code sets to a
     CUDA choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
     both mean the current device; `Module.to` moves in place and returns the module as
     `Module.cuda` does, so moving a model before or after building its optimizer is
     unaffected). It is unsafe when it reuses a device whose value it cannot see (a
-    parameter, `self.device`, `args.device`, the input's device), which may be the CPU, and
-    when it drops the index of `"cuda:0"` / `.cuda(0)`. Another index (`"cuda:1"`) is a
+    parameter, `self.device` from Lightning, `args.device`), which may be the CPU, and when
+    it drops the index of `"cuda:0"` / `.cuda(0)`. Another index (`"cuda:1"`) is a
     deliberate choice of GPU and gets no fix; nor does `.cuda()` on an object of a class of
     the file that defines its own `cuda()` and may have no `to()`.
 
@@ -125,6 +138,8 @@ class HardcodedCuda(Rule):
         purpose."""
         if not node.args or not cuda_string(node.args[0].value) or self._guarded(node):
             return
+        if isinstance(self.semantic.parent(node), (cst.Comparison, cst.ComparisonTarget, cst.Element)):
+            return  # `x.device != torch.device("cuda")`, `[torch.device("cuda:1"), ...]` place nothing
         if self._assigned_and_overridden(node):
             return
         fix = None
@@ -202,8 +217,8 @@ class HardcodedCuda(Rule):
         if existing is not None:
             return existing.expression, {}, Applicability.SAFE if existing.known_cuda else Applicability.UNSAFE
         torch = self.semantic.torch_alias
-        if torch is None:
-            return None
+        if torch is None or devices.in_module_forward(node):
+            return None  # in `forward`, the device is where the caller put the module
         if not devices.can_define_device(node):
             return f'"cuda" if {torch}.cuda.is_available() else "cpu"', {}, Applicability.SAFE
         anchor = devices.definition_anchor()

@@ -2,15 +2,23 @@ import libcst as cst
 
 from torchlint.rule import Rule
 from torchlint.semantic import Kind
+from torchlint.semantic.devices import cuda_string
 
 
 class DeviceMoveInForward(Rule):
     """
     ## What it does
-    Finds inputs moved to a fixed device inside an `nn.Module`'s `forward`: `.cuda()`,
-    `.cpu()`, `.to("cuda")`, `.to(torch.device(...))`, or `.to(device)` with a module-level
+    Finds inputs moved to a fixed GPU inside an `nn.Module`'s `forward`: `.cuda()`,
+    `.to("cuda")`, `.to(torch.device("cuda"))`, or `.to(device)` with a module-level
     `device`. Moving to where another tensor already is (`.to(x.device)`, `.type_as(x)`) and
     dtype conversions (`.to(torch.float16)`) are fine.
+
+    Moves to the CPU are left alone: every machine has one, and APIs require them (the
+    lengths of `pack_padded_sequence`, NumPy and SciPy post-processing such as a Hungarian
+    matcher). So is deliberate model parallelism: a module that places its own layers on
+    fixed devices (`self.stage1.to("cuda:0")`), or whose `forward` moves between two or
+    more fixed devices, picks its devices on purpose. A move under a device test
+    (`if x.is_cuda and not self.alpha.is_cuda:`) follows the input's device.
 
     ## Why is this bad?
     A module's device is wherever its parameters are: the caller decides it with
@@ -45,7 +53,7 @@ class DeviceMoveInForward(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "cpu", "to"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
         function = self.semantic.enclosing_function(node)
         if function is None or function.name.value != "forward":
@@ -55,6 +63,8 @@ class DeviceMoveInForward(Rule):
             return
         if func.attr.value == "to" and not (node.args and self._fixed_device(node.args[0])):
             return
+        if self._model_parallel(info.node) or self.semantic.devices.chosen_here(node):
+            return  # `if x.is_cuda and not self.alpha.is_cuda:` follows the input's device
         self.report(node, self.message.format(call=self.context.module.code_for_node(node)))
 
     def _fixed_device(self, arg: cst.Arg) -> bool:
@@ -62,9 +72,9 @@ class DeviceMoveInForward(Rule):
         if arg.keyword is not None and arg.keyword.value != "device":
             return False
         if isinstance(value, cst.SimpleString):
-            return True
+            return cuda_string(value)
         if self.semantic.is_call_to(value, "torch.device"):
-            return True
+            return bool(value.args) and cuda_string(value.args[0].value)
         if isinstance(value, cst.Name):
             # A global `device = torch.device(...)`; a parameter or local is the caller's choice.
             scope = self.semantic.scopes.get(value)
@@ -73,3 +83,28 @@ class DeviceMoveInForward(Rule):
                 a.scope is scope for a in self.semantic.assignments(value)
             )
         return False
+
+    def _model_parallel(self, cls: cst.ClassDef) -> bool:
+        """Whether the class places work on fixed GPUs on purpose: it moves something to a
+        fixed GPU outside ``forward`` (its layers, in ``__init__``), or to two different GPUs."""
+        devices = set()
+        code = self.context.module.code_for_node
+
+        class Moves(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                if not isinstance(func, cst.Attribute):
+                    return
+                if func.attr.value == "to" and node.args and cuda_string(node.args[0].value):
+                    devices.add(str(node.args[0].value.evaluated_value))
+                elif func.attr.value == "cuda" and node.args and isinstance(node.args[0].value, cst.Integer):
+                    devices.add(f"cuda:{node.args[0].value.value}")
+
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value != "forward":
+                before = len(devices)
+                statement.visit(Moves())
+                if len(devices) > before:
+                    return True
+        cls.visit(Moves())
+        return len(devices) >= 2

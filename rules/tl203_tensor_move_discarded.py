@@ -42,9 +42,12 @@ class TensorMoveDiscarded(Rule):
 
     ## Fix safety
     The fix assigns the result back (`x = x.to(device)`) and is safe: the bare statement had
-    no effect, so the only change is the one that was meant. It applies to names known to
-    hold tensors (built by a torch factory, or taken from a data loader); modules and objects
-    of unknown type are left alone.
+    no effect, so the only change is the one that was meant.
+
+    The rule reports only receivers known to be tensors: names built by a torch factory, and
+    the elements of a sample tuple taken from a data loader (`for x, y in loader:`). Modules,
+    a whole batch (`for batch in loader:`, which may be a tokenizer's `BatchEncoding`, a dict
+    or a graph batch whose `.to()` moves in place) and objects of unknown type are left alone.
 
     ## References
     - [`torch.Tensor.to`](https://pytorch.org/docs/stable/generated/torch.Tensor.to.html)
@@ -77,10 +80,21 @@ class TensorMoveDiscarded(Rule):
         return self._from_loader(name)
 
     def _from_loader(self, name: cst.Name) -> bool:
-        # for x, y in train_loader: / for batch in dataloader:
+        """``x`` in ``for x, y in train_loader:`` (or ``enumerate(train_loader)``): the default
+        collate makes each element of a sample tuple a tensor. A whole batch (``for batch in
+        loader:``) may be a dict, a tokenizer's ``BatchEncoding`` or a graph batch, whose
+        ``.to()`` moves in place."""
         for ancestor in self.semantic.ancestors(name):
             if isinstance(ancestor, cst.For) and "loader" in self.context.module.code_for_node(ancestor.iter).lower():
-                targets = ancestor.target.elements if isinstance(ancestor.target, (cst.Tuple, cst.List)) else [ancestor.target]
-                if any(isinstance(getattr(t, "value", t), cst.Name) and getattr(t, "value", t).value == name.value for t in targets):
-                    return True
+                target = ancestor.target
+                if isinstance(ancestor.iter, cst.Call) and isinstance(ancestor.iter.func, cst.Name) and ancestor.iter.func.value == "enumerate":
+                    target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+                return any(t.value == name.value for t in _sample_elements(target))
         return False
+
+
+def _sample_elements(target: cst.BaseExpression | None) -> list[cst.Name]:
+    """The names a ``for`` target unpacks from a sample tuple (``x, y``)."""
+    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) < 2:
+        return []
+    return [e.value for e in target.elements if isinstance(e.value, cst.Name)]

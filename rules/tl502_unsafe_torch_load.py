@@ -6,7 +6,15 @@ from torchlint.rule import Rule
 class UnsafeTorchLoad(Rule):
     """
     ## What it does
-    Finds `torch.load(..., weights_only=False)`.
+    Finds `torch.load(..., weights_only=False)`, except where the file is one the code has
+    just written itself: a module cloned through an in-memory buffer
+    (`torch.save(model, buffer)` then `torch.load(buffer, weights_only=False)`), or a path a
+    `torch.save` earlier in the same function writes (a test that saves and reloads a model).
+
+    Opt-in: `weights_only=False` is written on purpose (it is not the default since PyTorch
+    2.6), and on real code it mostly reads the project's own checkpoints, datasets and
+    caches, which are trusted; whether a file can come from elsewhere is not visible in the
+    code. Select it for a security review of the loading code.
 
     ## Why is this bad?
     With `weights_only=False`, `torch.load` unpickles the file, and unpickling runs arbitrary
@@ -37,10 +45,11 @@ class UnsafeTorchLoad(Rule):
 
     code = "TL502"
     name = "unsafe-torch-load"
+    opt_in = True
     message = "`torch.load(..., weights_only=False)` unpickles the file, which can run arbitrary code"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.semantic.is_call_to(node, "torch.load"):
+        if not self.semantic.is_call_to(node, "torch.load") or self.semantic.devices.written_by_this_code(node):
             return
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "weights_only":

@@ -6,7 +6,17 @@ from torchlint.rule import Applicability, Fix, Rule
 class LoadWithoutMapLocation(Rule):
     """
     ## What it does
-    Finds `torch.load` of a checkpoint with no `map_location`.
+    Finds `torch.load` of a checkpoint with no `map_location`. It is silent where the
+    failure cannot happen: the file was written by the same code just before (a path a
+    `torch.save` earlier in the same function writes, an empty `io.BytesIO()` buffer), or
+    every `torch.save` of the file to that path saves tensors moved to the CPU.
+
+    Opt-in: whether a file holds CUDA tensors is decided where it was saved, which is
+    mostly elsewhere (another script, another project, a conversion run on the CPU), and
+    on real code most loads without `map_location` read files that load fine: converted or
+    downloaded weights saved from the CPU, datasets and metadata with no CUDA tensors, and
+    checkpoints of GPU-only training code. Select it when code must run on machines without
+    the GPU the checkpoints were saved from.
 
     ## Why is this bad?
     Tensors are restored to the device they were saved from. A checkpoint saved on a GPU
@@ -36,10 +46,14 @@ class LoadWithoutMapLocation(Rule):
 
     code = "TL503"
     name = "load-without-map-location"
+    opt_in = True
     message = "`torch.load` without `map_location` fails on a machine without the device the file was saved from"
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.load") or not node.args:
+            return
+        devices = self.semantic.devices
+        if devices.written_by_this_code(node) or devices.saved_from_cpu(node):
             return
         if any(arg.star == "**" for arg in node.args):
             return  # a splatted **kwargs may carry map_location

@@ -2,42 +2,67 @@ import libcst as cst
 
 from torchlint.rule import Fix, Rule
 
+# The deprecated callables, by qualified name, and their replacement in `torch.amp`.
 DEPRECATED = {
     "torch.cuda.amp.autocast": "autocast",
-    "torch.cuda.amp.GradScaler": "GradScaler",
     "torch.cuda.amp.autocast_mode.autocast": "autocast",
+    "torch.cuda.amp.GradScaler": "GradScaler",
     "torch.cuda.amp.grad_scaler.GradScaler": "GradScaler",
+    "torch.cuda.amp.custom_fwd": "custom_fwd",
+    "torch.cuda.amp.autocast_mode.custom_fwd": "custom_fwd",
+    "torch.cuda.amp.custom_bwd": "custom_bwd",
+    "torch.cuda.amp.autocast_mode.custom_bwd": "custom_bwd",
 }
+# The parameters of the deprecated signatures, in order.
+OLD_PARAMETERS = {
+    "autocast": ("enabled", "dtype", "cache_enabled"),
+    "GradScaler": ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"),
+    "custom_fwd": ("fwd",),
+    "custom_bwd": ("bwd",),
+}
+# The keyword-only parameters of the deprecated signatures.
+OLD_KEYWORD_ONLY = {"custom_fwd": ("cast_inputs",)}
+
+_SPACE = cst.SimpleWhitespace(" ")
+_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 class DeprecatedCudaAmp(Rule):
     """
     ## What it does
-    Finds `torch.cuda.amp.autocast(...)` and `torch.cuda.amp.GradScaler(...)`, however
-    imported.
+    Finds `torch.cuda.amp.autocast(...)`, `torch.cuda.amp.GradScaler(...)` and the
+    `torch.cuda.amp.custom_fwd` / `custom_bwd` decorators, however imported, called as
+    functions, context managers or decorators.
 
     ## Why is this bad?
-    Both are deprecated since PyTorch 2.4 and warn at every use; the device-generic
-    `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)` replace them.
+    They are deprecated since PyTorch 2.4 and warn at every use; the device-generic
+    `torch.amp.autocast("cuda", ...)`, `torch.amp.GradScaler("cuda", ...)` and
+    `torch.amp.custom_fwd(device_type="cuda")` replace them.
 
     ## Example
     ```python
     scaler = torch.cuda.amp.GradScaler()
-    with torch.cuda.amp.autocast():
+    with torch.cuda.amp.autocast(enabled=use_amp):
         loss = model(x)
     ```
 
     ## Use instead
     ```python
     scaler = torch.amp.GradScaler("cuda")
-    with torch.amp.autocast("cuda"):
+    with torch.amp.autocast("cuda", enabled=use_amp):
         loss = model(x)
     ```
 
     ## Fix safety
-    The fix is safe: the new calls are what the deprecated ones forward to. A name bound in
-    both branches of `try: ... except ImportError:` or under a torch-version check is left
-    alone, since it exists to support older versions.
+    The fix is safe: the new calls are what the deprecated ones forward to. Every argument
+    keeps its parameter: `torch.cuda.amp.autocast(flag)` becomes
+    `torch.amp.autocast("cuda", enabled=flag)` (the new signature puts `dtype` second), and
+    `GradScaler`'s positional arguments keep their order after the device. A call with
+    `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
+    nor does a file that does not `import torch` (the fix writes `torch.amp`).
+
+    A name bound in both branches of `try: ... except ImportError:`, and calls under a
+    torch-version check, are left alone: they exist to support older versions.
 
     ## References
     - [Automatic mixed precision](https://pytorch.org/docs/stable/amp.html)
@@ -45,24 +70,70 @@ class DeprecatedCudaAmp(Rule):
 
     code = "TL801"
     name = "deprecated-cuda-amp"
-    message = "`torch.cuda.amp.{name}` is deprecated; use `torch.amp.{name}(\"cuda\", ...)`"
+    message = "`torch.cuda.amp.{name}` is deprecated; use `torch.amp.{name}({device}...)`"
 
     def visit_Call(self, node: cst.Call) -> None:
-        qnames = self.semantic.qualified_names(node.func)
-        # A name also bound to the new API (try/except ImportError) is compatibility code.
-        if not qnames or not all(q in DEPRECATED for q in qnames) or self._guarded(node):
+        name = self._deprecated(node.func)
+        if name is None:
             return
-        name = DEPRECATED[qnames[0]]
+        args = self._new_arguments(name, node.args, node.whitespace_before_args)
+        fix = None
+        torch = self.semantic.torch_alias
+        if args is not None and torch is not None:
+            new = node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=args)
+            fix = Fix(f"Use `torch.amp.{name}`", {node: new})
+        self.report(node, self._message(name), fix=fix)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        # `@torch.cuda.amp.custom_fwd` uncalled: `@torch.amp.custom_fwd(device_type="cuda")`.
+        if not isinstance(node.decorator, (cst.Name, cst.Attribute)):
+            return
+        name = self._deprecated(node.decorator)
+        if name not in ("custom_fwd", "custom_bwd"):
+            return
         torch = self.semantic.torch_alias
         fix = None
-        if torch is not None and not any(a.keyword is not None and a.keyword.value == "device_type" for a in node.args):
-            device = cst.Arg(cst.SimpleString('"cuda"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if node.args else cst.MaybeSentinel.DEFAULT)
-            new = node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=[device, *node.args])
-            fix = Fix(f'Use `torch.amp.{name}("cuda", ...)`', {node: new})
-        self.report(node, self.message.format(name=name), fix=fix)
+        if torch is not None:
+            new = cst.parse_expression(f'{torch}.amp.{name}(device_type="cuda")')
+            fix = Fix(f"Use `torch.amp.{name}`", {node.decorator: new})
+        self.report(node.decorator, self._message(name), fix=fix)
 
-    def _guarded(self, node: cst.CSTNode) -> bool:
-        # Compatibility code for old torch versions: try/except ImportError, version checks.
+    def _message(self, name: str) -> str:
+        return self.message.format(name=name, device='device_type="cuda", ' if name.startswith("custom_") else '"cuda", ')
+
+    def _deprecated(self, func: cst.BaseExpression) -> str | None:
+        qnames = self.semantic.qualified_names(func)
+        # A name also bound to the new API (try/except ImportError) is compatibility code.
+        if not qnames or not all(q in DEPRECATED for q in qnames) or self._compatibility_code(func):
+            return None
+        return DEPRECATED[qnames[0]]
+
+    def _new_arguments(self, name: str, args: tuple[cst.Arg, ...], indent: cst.BaseParenthesizableWhitespace) -> list[cst.Arg] | None:
+        """The arguments of the ``torch.amp`` call, each bound to the parameter it had; None
+        when some argument cannot be mapped."""
+        if any(a.star for a in args):
+            return None
+        positional = [a for a in args if a.keyword is None]
+        keywords = [a for a in args if a.keyword is not None]
+        allowed = OLD_PARAMETERS[name] + OLD_KEYWORD_ONLY.get(name, ())
+        if len(positional) > len(OLD_PARAMETERS[name]) or any(a.keyword.value not in allowed for a in keywords):
+            return None
+        device = cst.SimpleString('"cuda"')
+        # A first argument on its own line puts the device on a line of its own too.
+        after = _SPACE
+        if isinstance(indent, cst.ParenthesizedWhitespace):
+            after = cst.ParenthesizedWhitespace(indent=indent.indent, last_line=indent.last_line)
+        first = cst.Arg(device, comma=cst.Comma(whitespace_after=after))
+        if name == "GradScaler":  # GradScaler(device="cuda", init_scale, ...): the same order after the device
+            return _insert(list(args), 0, first)
+        if name == "autocast":  # autocast(device_type, dtype, enabled, cache_enabled): name every argument
+            named = [a.with_changes(keyword=cst.Name(p), equal=_EQUAL) for p, a in zip(OLD_PARAMETERS[name], positional)]
+            return _insert([*named, *keywords], 0, first)
+        # custom_fwd(fwd=None, *, device_type, cast_inputs=None), custom_bwd(bwd=None, *, device_type)
+        return _insert(list(args), len(positional), cst.Arg(device, keyword=cst.Name("device_type"), equal=_EQUAL))
+
+    def _compatibility_code(self, node: cst.CSTNode) -> bool:
+        # Code for old torch versions: try/except ImportError, version checks.
         for ancestor in self.semantic.ancestors(node):
             if isinstance(ancestor, cst.Try) and any(
                 h.type is not None and "ImportError" in self.context.module.code_for_node(h.type) for h in ancestor.handlers
@@ -71,3 +142,14 @@ class DeprecatedCudaAmp(Rule):
             if isinstance(ancestor, (cst.If, cst.IfExp)) and "version" in self.context.module.code_for_node(ancestor.test):
                 return True
         return False
+
+
+def _insert(args: list[cst.Arg], index: int, arg: cst.Arg) -> list[cst.Arg]:
+    """``args`` with ``arg`` inserted at ``index``, commas kept where they separate."""
+    if index < len(args):
+        if arg.comma == cst.MaybeSentinel.DEFAULT:
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+        return [*args[:index], arg, *args[index:]]
+    if args and args[-1].comma == cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+    return [*args, arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)]

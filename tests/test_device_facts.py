@@ -200,18 +200,77 @@ def device_at(source: str):
     return (found.expression, found.known_cuda) if found else None
 
 
-def test_device_parameter():
+def test_device_parameter_known_to_hold_a_device():
     assert device_at(
         """
-        def train(model, loader, device):
+        import torch
+
+        def train(model, loader, device: torch.device):
+            model.cuda()  # HERE
+        """
+    ) == ("device", False)
+    assert device_at(
+        """
+        import torch
+
+        def train(model, loader, device="cuda"):
             model.cuda()  # HERE
         """
     ) == ("device", False)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A parameter whose value is not seen, or is no torch device.
+        """
+        import torch
+
+        def train(model, loader, device):
+            model.cuda()  # HERE
+        """,
+        """
+        import torch
+
+        def report(model, device="stdout"):
+            model.cuda()  # HERE
+        """,
+        # A count of devices.
+        """
+        import torch
+
+        device = 3
+        model = Net().cuda()  # HERE
+        """,
+        # The input's device in forward: its type is not known (and `x.to(x.device)` is no move).
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x, mask=None):
+                h = torch.zeros(3, device="cuda")  # HERE
+        """,
+        # `self.device` set to something other than a device.
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, config):
+                self.device = config.device
+                self.model = Net().cuda()  # HERE
+        """,
+    ],
+)
+def test_no_device_unless_known_to_hold_one(source):
+    assert device_at(source) is None
+
+
 def test_local_device_before_but_not_after():
     assert device_at(
         """
+        import torch
+
         def main():
             device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
             model.cuda()  # HERE
@@ -229,6 +288,8 @@ def test_local_device_before_but_not_after():
 def test_module_level_device_in_main_block_serves_functions():
     assert device_at(
         """
+        import torch
+
         def train(x):
             return x.cuda()  # HERE
 
@@ -250,6 +311,8 @@ def test_module_level_device_must_come_first_at_module_level():
 def test_other_device_names():
     assert device_at(
         """
+        import torch
+
         DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         x = torch.ones(3).cuda()  # HERE
         """
@@ -258,6 +321,8 @@ def test_other_device_names():
 
 def test_self_device_set_in_init():
     source = """
+        import torch
+
         class Trainer:
             def __init__(self, model):
                 self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -296,21 +361,11 @@ def test_lightning_module_has_self_device():
     ) == ("self.device", False)
 
 
-def test_forward_uses_its_input_device():
-    assert device_at(
-        """
-        import torch.nn as nn
-
-        class Net(nn.Module):
-            def forward(self, x, mask=None):
-                h = torch.zeros(3, device="cuda")  # HERE
-        """
-    ) == ("x.device", False)
-
-
 def test_args_device():
     assert device_at(
         """
+        import torch
+
         def evaluate(args, model):
             model.cuda()  # HERE
 
@@ -393,5 +448,147 @@ def test_code_expected_to_fail_is_guarded():
         def test_remote_module_has_no_cuda(remote_module):
             with pytest.raises(ValueError, match="not supported"):
                 remote_module.cuda()  # HERE
+        """
+    )
+
+
+# --- CUDA-only by design --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source,reason",
+    [
+        (
+            """
+            import torch
+            import torch.distributed as dist
+
+            def setup(rank, world_size):
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            """,
+            "it trains on NCCL",
+        ),
+        (
+            """
+            import torch
+
+            def main(args):
+                torch.distributed.init_process_group(backend="nccl", init_method="env://")
+            """,
+            "it trains on NCCL",
+        ),
+        (
+            """
+            import torch
+
+            def main(local_rank):
+                torch.cuda.set_device(local_rank)
+            """,
+            "it calls torch.cuda.set_device",
+        ),
+        (
+            """
+            import torch
+            from apex import amp
+            """,
+            "it imports a GPU-only library",
+        ),
+        (
+            """
+            import torch
+            import triton.language as tl
+            """,
+            "it imports a GPU-only library",
+        ),
+        (
+            """
+            import torch
+            from deepspeed.ops.op_builder import GDSBuilder
+            """,
+            "it imports a GPU-only library",
+        ),
+    ],
+)
+def test_cuda_only_files(source, reason):
+    assert facts(source).cuda_only == reason
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The backend follows the hardware.
+        """
+        import torch
+        import torch.distributed as dist
+
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+        """,
+        # set_device only when a GPU was asked for.
+        """
+        import torch
+
+        if args.gpu is not None:
+            torch.cuda.set_device(args.gpu)
+        """,
+        # An optional GPU-only library.
+        """
+        import torch
+
+        try:
+            from apex import amp
+        except ImportError:
+            amp = None
+        """,
+        # Libraries with CPU code paths.
+        """
+        import torch
+        import deepspeed
+        import bitsandbytes as bnb
+        import xformers.ops
+        """,
+    ],
+)
+def test_files_that_are_not_cuda_only(source):
+    assert facts(source).cuda_only is None
+
+
+def test_a_function_running_a_collective_is_cuda_only():
+    assert guarded(
+        """
+        import torch
+        import torch.distributed as dist
+
+        def synchronize(count, total):
+            if not dist.is_initialized():
+                return
+            t = torch.tensor([count, total], device="cuda")  # HERE
+            dist.barrier()
+            dist.all_reduce(t)
+        """
+    )
+    assert not guarded(
+        """
+        import torch
+        import torch.distributed as dist
+
+        def synchronize(count, total):
+            dist.all_reduce(torch.tensor([count, total]))
+
+        def train(x):
+            return x.cuda()  # HERE
+        """
+    )
+
+
+def test_an_is_cpu_check_is_a_device_choice():
+    assert guarded(
+        """
+        import torch
+
+        def gather(param):
+            if param.is_cpu:
+                param = param.to(torch.device("cuda"))  # HERE
+            return param
         """
     )

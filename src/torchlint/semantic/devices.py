@@ -1,10 +1,16 @@
 """Device facts: whether a CUDA placement was chosen on purpose (under an availability check
-or a user's flag, after an early exit when CUDA is missing, in GPU-only code), and which
-expression already holds a device where a fix needs one.
+or a user's flag, after an early exit when CUDA is missing, in code that is CUDA-only by
+design), and which expression already holds a torch device where a fix needs one.
+
+CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it calls
+``init_process_group("nccl")``, calls ``torch.cuda.set_device(...)`` unconditionally, raises or
+exits when CUDA is missing, or imports a GPU-only library outside ``try``/``if``. A function
+that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
+tensors), whatever the rest of the file does.
 
 One collecting pass over the module gathers what the questions need: the names that hold a
 device, ``self.device`` set in ``__init__``, ``args.device``-style attributes, early exits on
-a missing GPU, and imports of GPU-only libraries.
+a missing GPU, collectives, and the markers of CUDA-only files.
 """
 
 from __future__ import annotations
@@ -23,19 +29,36 @@ if TYPE_CHECKING:
 _CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
 # What a test mentions when it picks the device on purpose: an availability check, a flag
 # (`args.cuda`, `use_gpu`, `not args.no_cuda`), a device comparison (`device.type == "cuda"`).
-_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_available|accelerat", re.IGNORECASE)
+_CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl|distributed|\bddp\b", re.IGNORECASE)
 # What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
 _AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
-# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`).
-_GPU_NAME = re.compile(r"cuda|gpu", re.IGNORECASE)
+# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
+# `low_vram_shift`, `wrap_in_dataparallel`: DataParallel needs GPUs).
+_GPU_NAME = re.compile(r"cuda|gpu|vram|data_?parallel", re.IGNORECASE)
 # Calls that end a function, a script or a test when the GPU is missing.
 _EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
 # Context managers of tests that expect the code inside to fail.
 _EXPECTS_FAILURE = re.compile(r"\b(assertRaises\w*|raises)\(")
 # Names a script gives its device: `device`, `dev`, `DEVICE`, `train_device`.
 DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
-# Libraries that only run on an NVIDIA GPU: code using them hardcodes CUDA on purpose.
-_GPU_ONLY_MODULES = ("triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn", "tensorrt")
+# Libraries that only run on an NVIDIA GPU: a file that imports one unconditionally is
+# CUDA-only by design. Not here: DeepSpeed (it has CPU, XPU and NPU accelerators),
+# bitsandbytes and xformers (both have CPU code paths), Accelerate and Lightning.
+_GPU_ONLY_MODULES = (
+    "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
+    "tensorrt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
+)
+# torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
+_COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce", "all_gather", "all_gather_into_tensor", "all_to_all", "all_to_all_single", "broadcast", "reduce",
+        "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "send", "recv", "isend", "irecv",
+    )
+)
+# The temporary folders pytest gives a test: what a test loads from there, it wrote.
+_TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_dir", "tmp_path_factory"})
+_DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|cpu|mps|xpu)$")
 # Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
     {
@@ -75,9 +98,15 @@ class DeviceInScope:
 class DeviceFacts:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
-        self.gpu_only_file = False
+        # Why the whole file is CUDA-only by design (None: it is not), for the docs and tests.
+        self.cuda_only: str | None = None
+        self.set_device_calls: list[cst.Call] = []
+        self.saves: list[cst.Call] = []  # `torch.save(obj, f)` calls
+        self.other_saves: list[cst.Call] = []  # other calls named `*save*`, with a path among their arguments
+        self.collective_functions: set[cst.FunctionDef | None] = set()
         self.device_names: set[str] = set()  # names bound to a device anywhere in the file
-        self.device_holders: set[str] = set()  # `args` in `args.device = ...`
+        # `args` in `args.device = ...`, with the values assigned.
+        self.device_holders: dict[str, list[cst.BaseExpression | None]] = defaultdict(list)
         self.self_device_set: dict[cst.ClassDef, cst.CSTNode] = {}  # `self.device = ...` in __init__
         self.early_exits: dict[cst.FunctionDef | None, list[cst.CSTNode]] = defaultdict(list)
         self.script_exits: list[cst.CSTNode] = []  # the raising or exiting ones among them
@@ -88,6 +117,8 @@ class DeviceFacts:
         # to override the defaults assigned above it.
         self.executing: set[cst.FunctionDef | None] = set()
         self.module.visit(_Collector(self))
+        if self.cuda_only is None and any(not self.chosen_here(c) for c in self.set_device_calls):
+            self.cuda_only = "it calls torch.cuda.set_device"
 
     @property
     def module(self) -> cst.Module:
@@ -101,16 +132,26 @@ class DeviceFacts:
     def guarded(self, node: cst.CSTNode) -> bool:
         """Whether CUDA at ``node`` is a choice made on purpose: inside a branch of an ``if``
         or conditional expression that tests availability, a flag or the device; after an
-        early exit when CUDA is missing; in a function, class or test meant for the GPU; or
-        in a file that uses a GPU-only library."""
-        if self.gpu_only_file:
+        early exit when CUDA is missing; in a function, class or test meant for the GPU, or
+        one that runs a collective; or in a file that is CUDA-only by design."""
+        if self.cuda_only is not None:
             return True
+        if any(f in self.collective_functions for f in self._functions_around(node)):
+            return True
+        return self.chosen_here(node) or self._after_early_exit(node)
+
+    def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
+        return [a for a in self.model.ancestors(node) if isinstance(a, cst.FunctionDef)]
+
+    def chosen_here(self, node: cst.CSTNode) -> bool:
+        """Whether an enclosing ``if``, conditional expression, function or handler makes
+        CUDA at ``node`` a choice (``guarded`` without the file-wide and early-exit facts)."""
         child = node
         for ancestor in self.model.ancestors(node):
             if self._guards(ancestor, child):
                 return True
             child = ancestor
-        return self._after_early_exit(node)
+        return False
 
     def _guards(self, ancestor: cst.CSTNode, child: cst.CSTNode) -> bool:
         if isinstance(ancestor, (cst.If, cst.While)):
@@ -137,12 +178,12 @@ class DeviceFacts:
         func = call.func if isinstance(call, cst.Call) else call
         return self.model.qualified_name(func) not in DEVICE_TYPE_CALLS and bool(_CHOICE.search(self.code(call)))
 
-    def is_choice(self, test: cst.BaseExpression, pattern: re.Pattern = _CHOICE) -> bool:
+    def is_choice(self, test: cst.BaseExpression) -> bool:
         """Whether ``test`` decides about the device, directly or through a name bound to such
         a test (``use_cuda = not args.no_cuda and torch.cuda.is_available()``)."""
-        if pattern.search(self.code(test)):
+        if _CHOICE.search(self.code(test)):
             return True
-        return any(pattern.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
+        return any(_CHOICE.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
 
     def _after_early_exit(self, node: cst.CSTNode) -> bool:
         # `if not torch.cuda.is_available(): return` earlier in the same function or an
@@ -165,33 +206,69 @@ class DeviceFacts:
     # --- devices in scope -----------------------------------------------------------------
 
     def device_at(self, node: cst.CSTNode) -> DeviceInScope | None:
-        """The expression to use for a device at ``node``: a ``device`` parameter or local
-        variable (bound before ``node``), the input's device in ``forward``, ``self.device``
-        set in ``__init__`` (or given by Lightning), an ``args.device`` the code assigns, or
-        a module-level ``device``."""
+        """The expression to use for a device at ``node``, only where it is known to hold a
+        torch device (``torch.device(...)``, a device string, or a choice between them): a
+        local variable bound before ``node`` or a parameter annotated ``torch.device`` or
+        defaulting to a device, ``self.device`` set so in ``__init__`` (or given by
+        Lightning), an ``args.device`` the code sets so, or a module-level variable. In
+        ``forward`` of an ``nn.Module`` a module-level device is not used: the caller
+        places the module."""
         names = sorted(self.device_names | {"device"}, key=lambda n: (n != "device", n))
         for name in names:
             local = self._bindings(node, name, local=True)
             if local and min(map(self.model.start_key, local)) < self.model.start_key(node):
-                return DeviceInScope(name, self._holds_cuda(local))
-        forward_input = self._forward_input(node)
-        if forward_input is not None:
-            return DeviceInScope(f"{forward_input}.device", False)
+                if all(map(self._binds_device, local)):
+                    return DeviceInScope(name, self._holds_cuda(local))
+                return None  # the local hides any other `device`
         self_device = self._self_device(node)
         if self_device is not None:
             return self_device
-        for holder in sorted(self.device_holders):
-            if self._bindings(node, holder):
-                return DeviceInScope(f"{holder}.device", False)
+        for holder, values in sorted(self.device_holders.items(), key=lambda item: item[0]):
+            if self._bindings(node, holder) and all(v is not None and self.is_device_value(v) for v in values):
+                return DeviceInScope(f"{holder}.device", False)  # the command line may set it too
+        if self.in_module_forward(node):
+            return None
         for name in names:
             if self._bindings(node, name, local=True):
                 continue  # shadowed by a local bound only later
             module_level = self._bindings(node, name, local=False)
             in_function = self.model.enclosing_function(node) is not None
             usable = [b for b in module_level if in_function or self.model.start_key(b) < self.model.start_key(node)]
-            if usable:
+            if usable and all(map(self._binds_device, module_level)):
                 return DeviceInScope(name, self._holds_cuda(usable))
         return None
+
+    def is_device_value(self, value: cst.BaseExpression) -> bool:
+        """``torch.device(...)``, a device string (``"cuda:0"``, ``"cpu"``), or a conditional
+        choice between them."""
+        if isinstance(value, cst.Call):
+            return self.model.qualified_name(value.func) == "torch.device"
+        if isinstance(value, cst.SimpleString):
+            return bool(_DEVICE_STRING.match(str(value.evaluated_value)))
+        if isinstance(value, cst.IfExp):
+            return self.is_device_value(value.body) and self.is_device_value(value.orelse)
+        return False
+
+    def _binds_device(self, binding: cst.CSTNode) -> bool:
+        """Whether ``binding`` (an assigned name or a parameter) gives a torch device."""
+        if binding in self.model.bound_values:
+            return self.is_device_value(self.model.bound_values[binding])
+        if isinstance(binding, cst.Param):
+            annotation = binding.annotation
+            if annotation is not None and "torch.device" in self.model.qualified_names(annotation.annotation):
+                return True
+            return binding.default is not None and self.is_device_value(binding.default)
+        return False
+
+    def in_module_forward(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is in ``forward`` of an ``nn.Module`` subclass."""
+        from torchlint.semantic import Kind
+
+        function = self.model.enclosing_function(node)
+        if function is None or function.name.value != "forward":
+            return False
+        info = self.model.enclosing_class(function)
+        return info is not None and self.model.class_kind(info) is Kind.MODULE
 
     def can_define_device(self, node: cst.CSTNode) -> bool:
         """Whether a module-level ``device`` defined after the imports would be the one
@@ -229,21 +306,6 @@ class DeviceFacts:
         values = [self.model.bound_values.get(b) for b in bindings]
         return all(v is not None and "cuda" in self.code(v) for v in values)
 
-    def _forward_input(self, node: cst.CSTNode) -> str | None:
-        """In ``forward`` of an ``nn.Module``, its first input (whose device the outputs
-        follow)."""
-        from torchlint.semantic import Kind
-
-        function = self.model.enclosing_function(node)
-        if function is None or function.name.value != "forward":
-            return None
-        info = self.model.enclosing_class(function)
-        params = function.params.params
-        if info is None or self.model.class_kind(info) is not Kind.MODULE or len(params) < 2:
-            return None
-        first = params[1]
-        return first.name.value if first.default is None else None
-
     def _self_device(self, node: cst.CSTNode) -> DeviceInScope | None:
         function = self.model.enclosing_function(node)
         params = function.params.params if function is not None else ()
@@ -253,12 +315,54 @@ class DeviceFacts:
         assigned = self.self_device_set.get(info.node)
         if assigned is not None:
             in_init_before = function.name.value != "__init__" or self.model.start_key(assigned) < self.model.start_key(node)
-            if in_init_before:
-                values = info.attribute_values.get("device", [])
-                return DeviceInScope("self.device", bool(values) and all("cuda" in self.code(v) for v in values))
+            values = info.attribute_values.get("device", [])
+            if in_init_before and values and all(map(self.is_device_value, values)):
+                return DeviceInScope("self.device", all("cuda" in self.code(v) for v in values))
         if any(base.endswith("LightningModule") for base in info.base_names):
             return DeviceInScope("self.device", False)
         return None
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def written_by_this_code(self, load: cst.Call) -> bool:
+        """Whether the file a ``torch.load`` reads is one this code has just written, so it
+        holds what this run made: an in-memory buffer (``io.BytesIO()``), a file in a test's
+        temporary folder (``tmp_path``), or the path a ``torch.save`` (or another ``*save*``
+        call, such as ``fabric.save``) earlier in the same function (or at module level)
+        writes."""
+        source = _argument(load, 0, "f")
+        if source is None:
+            return False
+        if self._in_memory(source) or any(n.value in _TEMPORARY_FOLDERS for n in _names(source)):
+            return True
+        function = self.model.enclosing_function(load)
+        source_code = self.code(source)
+        for save in self.saves + self.other_saves:
+            if self.model.enclosing_function(save) is function and self.model.start_key(save) < self.model.start_key(load):
+                arguments = [_argument(save, 1, "f")] if save in self.saves else [a.value for a in save.args]
+                if any(a is not None and self.code(a) == source_code for a in arguments):
+                    return True
+        return False
+
+    def saved_from_cpu(self, load: cst.Call) -> bool:
+        """Whether every ``torch.save`` of the file to the path ``load`` reads saves tensors
+        moved to the CPU (``.cpu()``), so they load on any machine."""
+        source = _argument(load, 0, "f")
+        same = [save for save in self.saves if source is not None and self._same_file(save, source)]
+        return bool(same) and all(".cpu()" in self.code(save.args[0].value) for save in same)
+
+    def _same_file(self, save: cst.Call, source: cst.BaseExpression) -> bool:
+        target = _argument(save, 1, "f")
+        return target is not None and self.code(target) == self.code(source)
+
+    def _in_memory(self, source: cst.BaseExpression) -> bool:
+        """An empty ``io.BytesIO()``, which only this code can have filled (not
+        ``io.BytesIO(downloaded)``)."""
+        values = self.model.values(source) if isinstance(source, cst.Name) else [source]
+        return bool(values) and all(
+            isinstance(v, cst.Call) and not v.args and self.model.qualified_name(v.func) in ("io.BytesIO", "_io.BytesIO")
+            for v in values
+        )
 
     # --- assignments ------------------------------------------------------------------------
 
@@ -275,6 +379,7 @@ class _Collector(cst.CSTVisitor):
         self.facts = facts
         self.functions: list[cst.FunctionDef | None] = [None]
         self.classes: list[cst.ClassDef] = []
+        self.optional_depth = 0  # how many `try` and `if` statements enclose the node
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
@@ -298,8 +403,18 @@ class _Collector(cst.CSTVisitor):
             self._imports([base] + [f"{base}.{n}" for n in names])
 
     def _imports(self, modules: list[str]) -> None:
-        if any(m == g or m.startswith(g + ".") for m in modules for g in _GPU_ONLY_MODULES):
-            self.facts.gpu_only_file = True
+        # An import under `try` or `if` is optional: the file runs without the library.
+        if self.optional_depth == 0 and any(_gpu_only_module(m) for m in modules):
+            self.facts.cuda_only = "it imports a GPU-only library"
+
+    def visit_Try(self, node: cst.Try) -> None:
+        # `except ImportError: raise` makes nothing optional.
+        if not all(_exit_of(h.body) == "script" for h in node.handlers):
+            self.optional_depth += 1
+
+    def leave_Try(self, original_node: cst.Try) -> None:
+        if not all(_exit_of(h.body) == "script" for h in original_node.handlers):
+            self.optional_depth -= 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -323,41 +438,80 @@ class _Collector(cst.CSTVisitor):
         if value is None or target_code not in facts.code(value):  # not `device = torch.device(device)`
             facts.assignment_counts[(function, target_code)] += 1
         if isinstance(target, cst.Name):
-            if DEVICE_NAME.match(target.value) or (value is not None and _is_device_value(facts, value)):
+            if DEVICE_NAME.match(target.value) or (value is not None and facts.is_device_value(value)):
                 facts.device_names.add(target.value)
             if target.value == "pytestmark" and function is None and value is not None and _CHOICE.search(facts.code(value)):
-                facts.gpu_only_file = True  # the whole test module is skipped without a GPU
+                facts.cuda_only = "its tests are skipped without a GPU"
         elif isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name):
             owner = target.value.value
             if owner == "self":
                 if function is not None and function.name.value == "__init__" and self.classes:
                     facts.self_device_set.setdefault(self.classes[-1], target)
             else:
-                facts.device_holders.add(owner)
+                facts.device_holders[owner].append(value)
 
     def visit_Call(self, node: cst.Call) -> None:
+        facts = self.facts
         if isinstance(node.func, cst.Name) and node.func.value == "exec":
-            self.facts.executing.add(self.functions[-1])
+            facts.executing.add(self.functions[-1])
+        qname = facts.model.qualified_name(node.func) or ""
+        callee = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value if isinstance(node.func, cst.Name) else ""
+        if qname == "torch.save" and len(node.args) >= 2:
+            facts.saves.append(node)
+        elif "save" in callee.lower() and node.args:  # fabric.save(path, state), save_checkpoint(...)
+            facts.other_saves.append(node)
+        if qname == "torch.cuda.set_device":
+            facts.set_device_calls.append(node)
+        elif qname in _COLLECTIVES:
+            facts.collective_functions.add(self.functions[-1])
+        elif qname.endswith(("init_process_group", "init_distributed")) and any(
+            isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "nccl" for a in node.args
+        ):
+            facts.cuda_only = "it trains on NCCL"
 
     def visit_If(self, node: cst.If) -> None:
+        self.optional_depth += 1
         blocks = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
         exits = [_exit_of(block) for block in blocks]
-        if any(exits) and self.facts.is_choice(node.test, _AVAILABILITY):
+        if any(exits) and self._tests_availability(node.test):
             self.facts.early_exits[self.functions[-1]].append(node)
             if "script" in exits:
                 self.facts.script_exits.append(node)
 
+    def leave_If(self, original_node: cst.If) -> None:
+        self.optional_depth -= 1
+
     def visit_Assert(self, node: cst.Assert) -> None:
-        if self.facts.is_choice(node.test, _AVAILABILITY):
+        if self._tests_availability(node.test):
             self.facts.early_exits[self.functions[-1]].append(node)
             self.facts.script_exits.append(node)
 
+    def _tests_availability(self, test: cst.BaseExpression) -> bool:
+        """Whether ``test`` asks if a GPU is there (``torch.cuda.is_available()``,
+        ``use_cuda``, ``n_gpu > 0``), directly or through a name bound to such a test; not
+        a check of the user's device string (``args.device in ("cuda", "cpu")``)."""
+        names = _names(test)
+        if any(_AVAILABILITY.search(n.value) for n in names):
+            return True
+        return any(
+            _AVAILABILITY.search(n.value) for name in names for v in self.facts.model.values(name) for n in _names(v)
+        )
 
-def _is_device_value(facts: DeviceFacts, value: cst.BaseExpression) -> bool:
-    """``torch.device(...)`` or a choice between device strings."""
-    if isinstance(value, cst.Call) and facts.model.qualified_name(value.func) == "torch.device":
+
+def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument of ``call`` at position ``index`` or given as ``keyword``."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if len(positional) > index else None
+
+
+def _gpu_only_module(module: str) -> bool:
+    """A GPU-only library, or a compiled CUDA kernel extension (``fused_layer_norm_cuda``)."""
+    if any(module == g or module.startswith(g + ".") for g in _GPU_ONLY_MODULES):
         return True
-    return isinstance(value, cst.IfExp) and (cuda_string(value.body) or cuda_string(value.orelse))
+    return any(part.endswith("_cuda") for part in module.split("."))
 
 
 def _exit_of(block: cst.BaseSuite) -> str | None:
