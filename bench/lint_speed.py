@@ -207,8 +207,10 @@ def measure(jobs: list[Job], executables: dict[str, Path], cwd: Path) -> list[Jo
         runs: dict[str, list[Run]] = {tool: [] for tool in job.tools}
         for repetition in range(job.repeat):
             for tool in job.tools:  # interleaved, so that load falls on every tool alike
-                runs[tool].append(run(command(tool, executables[tool], job.files), cwd))
-                progress(f"{job.name}: {tool} {runs[tool][-1].cpu_s:.2f} CPU-s, {runs[tool][-1].wall_s:.2f} s wall")
+                done = run(command(tool, executables[tool], job.files), cwd)
+                runs[tool].append(done)
+                progress(f"{job.name}: {tool} {done.cpu_s:.2f} CPU-s, {done.wall_s:.2f} s wall, "
+                         f"peak {done.peak_mb:.0f} MB, {done.findings} findings")
         result.runs = {tool: median_run(r) for tool, r in runs.items()}
         results.append(result)
     return results
