@@ -1,16 +1,17 @@
-"""How fast torchlint lints, against TorchFix on the same files in the same run.
+"""How fast torchlint lints, against TorchFix (and ruff, the ceiling), in one run.
 
-Both tools run end to end through their command lines, single process, on one corpus of real
-PyTorch code: the repository's fixtures plus the Python sources of an installed torch (found
-without importing it) or the folders given with ``--corpus``. Only files that contain the
-word ``torch`` are used, because TorchFix skips the others without parsing them: so both
-tools parse exactly the same files. The reported ratio is ``torchfix_time / torchlint_time``
-(above 1 means torchlint is faster).
+Every job is a list of files that each tool lints end to end through its command line, in a
+fresh single process (``-j 1``), one after the other, so that load from other processes falls
+on all tools alike. The jobs: torch's own ``nn``, ``optim`` and ``utils/data`` sources; the
+ecosystem corpus (real training code, and its notebooks, which TorchFix does not read); one
+training file in a fresh process (start-up included); generated training-style files of
+growing size (``bench/gen_training.py``); and torchlint's cache, cold against warm.
 
-``--profile`` instead runs torchlint in this process under cProfile and splits the time
-between parsing, LibCST metadata, the semantic model's collecting pass and the rules.
+Each run reports the child's CPU-seconds (user + system, from ``wait4``: the stable figure on
+a shared machine), its wall time, lines per CPU-second, and its peak memory (``ru_maxrss``).
+``--profile`` instead profiles torchlint in this process on the given files.
 
-Both tools must be installed with the same LibCST; bench/README.md says how.
+The tools must share one LibCST (TorchFix pins 1.5.x); bench/README.md says how.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import cProfile
 import importlib.util
 import json
 import os
+import platform
 import pstats
 import re
 import shutil
@@ -27,334 +29,330 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE_DIRS = ("fixtures/rules", "fixtures/scripts", "fixtures/example")
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+from gen_training import generate  # noqa: E402
+
 # The parts of torch that look most like training code (modules, optimizers, data loading).
 TORCH_SUBPACKAGES = ("nn", "optim", "utils/data")
-# TorchFix reads each file for this marker and skips the file when it is absent.
-TORCHFIX_MARKER = "torch"
-
-TORCHLINT_FINDING = re.compile(r":\d+:\d+: TL\d{3}\b")
-TORCHFIX_FINDING = re.compile(r":\d+:\d+: TOR\d{3}\b")
+# TorchFix reads each file for this marker and skips the file when it is absent: only files
+# holding it are used, so that every tool parses the same files.
+TORCHFIX_MARKER = b"torch"
+SINGLE_FILE = REPO / "fixtures" / "example" / "train.py"
+FINDING = re.compile(r":\d+:\d+: [A-Z]+\d+\b")
+TOOLS = ("torchlint", "torchfix", "ruff")
+# TorchFix takes minutes on a file this large (its rate shows on the smaller ones): above it,
+# only torchlint and ruff run, so that the whole benchmark fits in half an hour.
+TORCHFIX_MAX_GENERATED_LINES = 20_000
 
 
 class BenchError(Exception):
     """A problem with the benchmark's set-up, printed without a traceback."""
 
 
-# --- corpus ------------------------------------------------------------------------------
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- jobs --------------------------------------------------------------------------------
 
 
 @dataclass
-class Corpus:
-    files: list[Path]
-    sources: list[str]  # where the files came from, for the report
-    skipped_without_marker: int
-
-    @property
-    def lines(self) -> int:
-        return sum(_read(f).count(b"\n") for f in self.files)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.stat().st_size for f in self.files)
-
-
-def _read(path: Path) -> bytes:
-    return path.read_bytes()
-
-
-def _python_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.py") if p.is_file())
-
-
-def installed_torch_folders() -> list[Path]:
-    """torch's training-like subpackages, located without importing torch."""
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    root = Path(list(spec.submodule_search_locations)[0])
-    return [root / sub for sub in TORCH_SUBPACKAGES if (root / sub).is_dir()]
-
-
-def build_corpus(extra: list[Path] | None, limit: int | None) -> Corpus:
-    folders = [REPO / d for d in FIXTURE_DIRS if (REPO / d).is_dir()]
-    if extra:
-        for folder in extra:
-            if not folder.is_dir():
-                raise BenchError(f"--corpus {folder}: not a folder")
-        folders += extra
-    else:
-        folders += installed_torch_folders()
-    candidates = [f for folder in folders for f in _python_files(folder)]
-    files = [f for f in candidates if TORCHFIX_MARKER.encode() in _read(f)]
-    if not files:
-        raise BenchError("the corpus is empty: no .py file containing 'torch' in " + ", ".join(map(str, folders)))
-    skipped = len(candidates) - len(files)
-    if limit is not None and limit < len(files):
-        # Evenly spaced, so that a small corpus still samples every folder.
-        step = len(files) / limit
-        files = [files[int(i * step)] for i in range(limit)]
-    return Corpus(files, [str(f) for f in folders], skipped_without_marker=skipped)
-
-
-# --- timing the command lines ------------------------------------------------------------
-
-
-@dataclass
-class Tool:
+class Job:
     name: str
-    executable: Path
-    finding: re.Pattern
+    files: list[Path]
+    lines: int
+    tools: tuple[str, ...] = TOOLS
+    repeat: int = 1  # runs per tool; the median counts
+    note: str = ""
 
-    def command(self, paths: list[Path]) -> list[str]:
-        if self.name == "torchlint":
-            return [str(self.executable), "check", "--no-cache", "--exit-zero", "-j", "1", "--output-format", "concise", *map(str, paths)]
-        # TorchFix has no separate check mode: without --fix it reports its findings (and a
-        # diff of its fixes). -j 1 makes LibCST's codemod runner work in this one process.
-        return [str(self.executable), "-j", "1", *map(str, paths)]
 
-    @property
-    def python(self) -> Path:
-        return self.executable.parent / "python"
+def _lines(path: Path) -> int:
+    if path.suffix == ".ipynb":
+        try:
+            cells = json.loads(path.read_bytes()).get("cells", [])
+        except (ValueError, AttributeError):
+            return 0
+        return sum(len(c.get("source", [])) if isinstance(c.get("source"), list) else str(c.get("source", "")).count("\n") + 1
+                   for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    return path.read_bytes().count(b"\n")
+
+
+def _job(name: str, files: list[Path], **kwargs) -> Job:
+    if not files:
+        raise BenchError(f"job {name!r} has no files")
+    return Job(name, files, sum(map(_lines, files)), **kwargs)
+
+
+def _sample(files: list[Path], limit: int) -> list[Path]:
+    """At most ``limit`` files (0: all), evenly spaced so that every folder is sampled."""
+    if not limit or limit >= len(files):
+        return files
+    step = len(files) / limit
+    return [files[int(i * step)] for i in range(limit)]
+
+
+def _with_marker(files) -> list[Path]:
+    return sorted(f for f in files if f.is_file() and TORCHFIX_MARKER in f.read_bytes())
+
+
+def torch_folders(given: Path | None) -> list[Path]:
+    """torch's training-like subpackages, located without importing torch."""
+    root = given
+    if root is None:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            raise BenchError("torch is not installed beside this Python: pass --torch DIR (the torch package folder)")
+        root = Path(list(spec.submodule_search_locations)[0])
+    folders = [root / sub for sub in TORCH_SUBPACKAGES]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise BenchError(f"--torch {root}: no {', '.join(missing)}")
+    return folders
+
+
+def build_jobs(args, scratch: Path) -> list[Job]:
+    torch_files = _with_marker(f for d in torch_folders(args.torch) for f in d.rglob("*.py"))
+    jobs = [_job("torch nn+optim+utils/data", _sample(torch_files, args.torch_files))]
+    if args.ecosystem is not None:
+        if not args.ecosystem.is_dir():
+            raise BenchError(f"--ecosystem {args.ecosystem}: not a folder")
+        scripts = _sample(_with_marker(args.ecosystem.rglob("*.py")), args.ecosystem_files)
+        notebooks = _sample(sorted(args.ecosystem.rglob("*.ipynb")), args.ecosystem_files)
+        jobs.append(_job("ecosystem .py", scripts))
+        if notebooks:
+            jobs.append(_job("ecosystem .ipynb", notebooks, tools=("torchlint", "ruff"), note="TorchFix reads no notebooks"))
+    jobs.append(_job("one file, fresh process", [SINGLE_FILE], repeat=args.repeat_single))
+    for size in args.sizes:
+        path = scratch / f"train_{size}.py"
+        path.write_text(generate(size))
+        if size > TORCHFIX_MAX_GENERATED_LINES:
+            jobs.append(_job(f"generated {size:,} lines", [path], tools=("torchlint", "ruff"),
+                             note=f"not run above {TORCHFIX_MAX_GENERATED_LINES:,} lines"))
+        else:
+            jobs.append(_job(f"generated {size:,} lines", [path]))
+    return jobs
+
+
+# --- running a tool ----------------------------------------------------------------------
 
 
 @dataclass
 class Run:
-    seconds: float
-    returncode: int
+    cpu_s: float
+    wall_s: float
+    peak_mb: float
     findings: int
+    returncode: int
 
 
-def find_tool(name: str, given: str | None) -> Tool:
-    pattern = TORCHLINT_FINDING if name == "torchlint" else TORCHFIX_FINDING
-    if given:
-        path = Path(given)
-    else:
-        beside = Path(sys.executable).parent / name  # the same virtual environment
-        path = beside if beside.exists() else Path(shutil.which(name) or name)
+def command(tool: str, executable: Path, files: list[Path], cache: bool = False) -> list[str]:
+    paths = list(map(str, files))
+    if tool == "torchlint":
+        return [str(executable), "check", *([] if cache else ["--no-cache"]), "--exit-zero", "-j", "1",
+                "--output-format", "concise", *paths]
+    if tool == "torchfix":
+        # No check mode: without --fix it reports its findings (and a diff of its fixes).
+        # With -j 1 LibCST's codemod runner works in this one process.
+        return [str(executable), "-j", "1", *paths]
+    # ruff: every rule, no cache; it is multi-threaded, so its CPU-seconds count all threads.
+    return [str(executable), "check", "--no-cache", "--exit-zero", "--select", "ALL", "--output-format", "concise", *paths]
+
+
+def run(argv: list[str], cwd: Path) -> Run:
+    """Run ``argv`` and measure that child alone (``wait4`` gives its own resource usage)."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        findings = sum(1 for line in out.read().decode(errors="replace").splitlines() if FINDING.search(line))
+    scale = 1024 if sys.platform != "darwin" else 1024 * 1024  # ru_maxrss: KiB on Linux
+    return Run(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024 / scale / 1024, findings, child.returncode)
+
+
+def find_executable(name: str) -> Path:
+    beside = Path(sys.executable).parent / name  # the same virtual environment
+    path = beside if beside.exists() else Path(shutil.which(name) or name)
     if not path.exists():
-        raise BenchError(
-            f"cannot find the `{name}` command (looked beside {sys.executable} and on PATH); "
-            "build the benchmark environment as bench/README.md says, or pass --" + name
-        )
-    return Tool(name, path, pattern)
+        raise BenchError(f"cannot find `{name}` beside {sys.executable} or on PATH; build the benchmark "
+                         "environment as bench/README.md says")
+    return path
 
 
-def time_command(tool: Tool, paths: list[Path], cwd: Path) -> Run:
-    start = time.perf_counter()
-    done = subprocess.run(tool.command(paths), cwd=cwd, capture_output=True, text=True, errors="replace")
-    seconds = time.perf_counter() - start
-    findings = sum(1 for line in done.stdout.splitlines() if tool.finding.search(line))
-    return Run(seconds, done.returncode, findings)
+def median_run(runs: list[Run]) -> Run:
+    ordered = sorted(runs, key=lambda r: r.cpu_s)
+    return ordered[len(ordered) // 2]
 
 
-def best_of(runs: list[Run]) -> float:
-    return min(r.seconds for r in runs)
+@dataclass
+class JobResult:
+    job: str
+    files: int
+    lines: int
+    note: str
+    runs: dict[str, Run] = field(default_factory=dict)
 
 
-def package_versions(tool: Tool, packages: tuple[str, ...]) -> dict[str, str]:
-    code = (
-        "import importlib.metadata as m, json, sys\n"
-        "print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
-    )
-    done = subprocess.run([str(tool.python), "-c", code, *packages], capture_output=True, text=True)
-    return json.loads(done.stdout) if done.returncode == 0 else {p: "unknown" for p in packages}
+def measure(jobs: list[Job], executables: dict[str, Path], cwd: Path) -> list[JobResult]:
+    results = []
+    for job in jobs:
+        result = JobResult(job.name, len(job.files), job.lines, job.note)
+        runs: dict[str, list[Run]] = {tool: [] for tool in job.tools}
+        for repetition in range(job.repeat):
+            for tool in job.tools:  # interleaved, so that load falls on every tool alike
+                done = run(command(tool, executables[tool], job.files), cwd)
+                runs[tool].append(done)
+                progress(f"{job.name}: {tool} {done.cpu_s:.2f} CPU-s, {done.wall_s:.2f} s wall, "
+                         f"peak {done.peak_mb:.0f} MB, {done.findings} findings")
+        result.runs = {tool: median_run(r) for tool, r in runs.items()}
+        results.append(result)
+    return results
 
 
-def torchlint_rules(tool: Tool) -> list[str]:
-    """The rules of the installed torchlint that the benchmark runs (others may be added
-    to the working tree while it runs)."""
-    code = "from torchlint.rule import all_rules; print(' '.join(r.code for r in all_rules()))"
-    done = subprocess.run([str(tool.python), "-c", code], capture_output=True, text=True)
-    return done.stdout.split() if done.returncode == 0 else []
+def measure_cache(job: Job, torchlint: Path, scratch: Path) -> dict:
+    """torchlint on ``job``'s files with its cache: a cold run that fills it, then a warm one."""
+    cwd = scratch / "cache-run"
+    cwd.mkdir()
+    cold = run(command("torchlint", torchlint, job.files, cache=True), cwd)
+    warm = run(command("torchlint", torchlint, job.files, cache=True), cwd)
+    progress(f"cache: cold {cold.cpu_s:.2f} CPU-s, warm {warm.cpu_s:.2f} CPU-s")
+    return {"job": job.name, "cold": asdict(cold), "warm": asdict(warm), "ratio_cpu": cold.cpu_s / max(warm.cpu_s, 1e-9),
+            "ratio_wall": cold.wall_s / max(warm.wall_s, 1e-9)}
 
 
-def compare(corpus: Corpus, repeat: int, torchlint: Tool, torchfix: Tool) -> dict:
-    tools = (torchlint, torchfix)
-    with tempfile.TemporaryDirectory(prefix="lint-speed-") as scratch:
-        cwd = Path(scratch)
-        empty = cwd / "empty.py"
-        empty.write_bytes(b"")
-        for tool in tools:  # warm the file cache and any byte-compilation
-            time_command(tool, [empty], cwd)
-        startup: dict[str, list[Run]] = {t.name: [] for t in tools}
-        corpus_runs: dict[str, list[Run]] = {t.name: [] for t in tools}
-        # Interleaved, so that load from other processes falls on both tools alike.
-        for repetition in range(1, repeat + 1):
-            for tool in tools:
-                startup[tool.name].append(time_command(tool, [empty], cwd))
-                corpus_runs[tool.name].append(time_command(tool, corpus.files, cwd))
-                progress(f"repetition {repetition}/{repeat}: {tool.name} {corpus_runs[tool.name][-1].seconds:.2f}s")
-
-    lines = corpus.lines
-    results = {}
-    for tool in tools:
-        total, start = best_of(corpus_runs[tool.name]), best_of(startup[tool.name])
-        net = max(total - start, 1e-9)
-        results[tool.name] = {
-            "executable": str(tool.executable),
-            "versions": package_versions(tool, (tool.name, "libcst")),
-            "startup_s": round(start, 4),
-            "corpus_s": round(total, 4),
-            "corpus_runs_s": [round(r.seconds, 4) for r in corpus_runs[tool.name]],
-            "ms_per_file": round(1000 * net / len(corpus.files), 2),
-            "files_per_s": round(len(corpus.files) / net, 1),
-            "lines_per_s": round(lines / net),
-            "findings": corpus_runs[tool.name][-1].findings,
-            "returncodes": sorted({r.returncode for r in corpus_runs[tool.name]}),
-        }
-    tl, tf = results["torchlint"], results["torchfix"]
-    return {
-        "corpus": {"files": len(corpus.files), "lines": lines, "bytes": corpus.bytes, "sources": corpus.sources,
-                   "skipped_without_marker": corpus.skipped_without_marker},
-        "repeat": repeat,
-        "cpu_count": os.cpu_count(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "torchlint_rules": torchlint_rules(torchlint),
-        "tools": results,
-        "ratio": round(tf["corpus_s"] / tl["corpus_s"], 3),
-        "ratio_without_startup": round((tf["corpus_s"] - tf["startup_s"]) / max(tl["corpus_s"] - tl["startup_s"], 1e-9), 3),
-    }
+# --- report ------------------------------------------------------------------------------
 
 
-def print_comparison(result: dict) -> None:
-    corpus = result["corpus"]
-    print(f"corpus: {corpus['files']} files, {corpus['lines']} lines, {corpus['bytes'] // 1024} KiB "
-          f"(best of {result['repeat']}, single process, load average {result['load_average'][0]})")
-    print(f"torchlint rules: {' '.join(result['torchlint_rules']) or 'unknown'}")
-    header = f"{'tool':<10} {'version':<8} {'libcst':<7} {'start-up':>9} {'corpus':>9} {'ms/file':>8} {'files/s':>8} {'lines/s':>8} {'findings':>8}"
-    print(header)
-    print("-" * len(header))
-    for name, r in result["tools"].items():
-        print(f"{name:<10} {r['versions'].get(name, '?'):<8} {r['versions'].get('libcst', '?'):<7} "
-              f"{r['startup_s']:>8.3f}s {r['corpus_s']:>8.2f}s {r['ms_per_file']:>8.1f} {r['files_per_s']:>8.1f} "
-              f"{r['lines_per_s']:>8} {r['findings']:>8}")
-    print(f"\nratio torchfix/torchlint: {result['ratio']:.2f} end to end, "
-          f"{result['ratio_without_startup']:.2f} without start-up (>1: torchlint is faster)")
-    libcst_versions = {r["versions"].get("libcst") for r in result["tools"].values()}
-    if len(libcst_versions) > 1:
-        print(f"note: the tools ran on different LibCST versions ({', '.join(sorted(map(str, libcst_versions)))}); "
-              "see bench/README.md for one environment holding both", file=sys.stderr)
-    for name, r in result["tools"].items():
-        if r["returncodes"] != [0]:
-            print(f"note: {name} exited with {r['returncodes']}", file=sys.stderr)
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as metadata
+
+    found = {}
+    for package in ("torchlint", "torchfix", "ruff", "libcst"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "missing"
+    return found
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "-"
+
+
+def markdown(report: dict) -> str:
+    out = [
+        f"Machine: {report['machine']}; load average {report['load_start']} at the start, {report['load_end']} at the end.",
+        f"Versions: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}.",
+        "",
+        "| job | files | lines | tool | CPU s | wall s | lines / CPU-s | peak MB | findings | TorchFix CPU / tool CPU |",
+        "|---|--:|--:|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for job in report["jobs"]:
+        torchfix = job["runs"].get("torchfix")
+        for tool, r in job["runs"].items():
+            rate = f"{job['lines'] / r['cpu_s']:,.0f}" if r["cpu_s"] > 0 else "-"
+            ratio = _ratio(torchfix["cpu_s"], r["cpu_s"]) if torchfix and tool != "torchfix" else ""
+            flag = "" if r["returncode"] == 0 else f" (exit {r['returncode']})"
+            out.append(f"| {job['job']} | {job['files']} | {job['lines']:,} | {tool}{flag} | {r['cpu_s']:.2f} | "
+                       f"{r['wall_s']:.2f} | {rate} | {r['peak_mb']:.0f} | {r['findings']} | {ratio} |")
+        if job["note"]:
+            out.append(f"| {job['job']} | | | TorchFix | | | | | | {job['note']} |")
+    cache = report.get("cache")
+    if cache:
+        out += ["", f"Cache, torchlint on {cache['job']}: cold {cache['cold']['cpu_s']:.2f} CPU-s "
+                    f"({cache['cold']['wall_s']:.2f} s wall), warm {cache['warm']['cpu_s']:.2f} CPU-s "
+                    f"({cache['warm']['wall_s']:.2f} s wall): **{cache['ratio_cpu']:.1f}x** in CPU, "
+                    f"{cache['ratio_wall']:.1f}x in wall time."]
+    out += ["", f"Command: `{report['command']}`"]
+    return "\n".join(out)
 
 
 # --- profiling torchlint in this process ---------------------------------------------------
 
 
-def _timed(timings: dict[str, float], label: str, action: Callable):
-    start = time.perf_counter()
-    value = action()
-    timings[label] = timings.get(label, 0.0) + time.perf_counter() - start
-    return value
-
-
 def stage_times(sources: list[bytes], rules) -> dict[str, float]:
-    """Each stage of linting a file, timed without a profiler, in the engine's order.
+    """Each stage of linting the files, timed in CPU-seconds without a profiler, in the
+    engine's order: parsing, the metadata the semantic model resolves, its collecting pass,
+    the facets, and the rules' batched traversal."""
+    from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-    Metadata providers are resolved one at a time, as the semantic model does, so each has
-    its own time (ScopeProvider's ExpressionContextProvider dependency is counted apart).
-    QualifiedNameProvider computes names lazily: what rules and the collecting pass ask for
-    is counted in their stages here, and in the profile's ``LazyValue`` entry."""
-    import ast
-    import warnings
-
-    import libcst as cst
-    from libcst.metadata import ExpressionContextProvider, MetadataWrapper
-
-    from torchlint.engine import lint_module_source, parse
+    from torchlint.engine import parse
     from torchlint.rule import RuleContext
     from torchlint.semantic import SemanticModel
 
     timings: dict[str, float] = {}
+
+    def timed(label, action):
+        start = time.process_time()
+        value = action()
+        timings[label] = timings.get(label, 0.0) + time.process_time() - start
+        return value
+
     for source in sources:
         try:
-            parse(source)
-        except Exception:  # a file the engine reports as TL000 counts in the total only
-            _timed(timings, "total (lint_module_source)", lambda: lint_module_source(source, rules))
+            module = timed("parse (compile() check + libcst.parse_module)", lambda: parse(source))
+        except Exception:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _timed(timings, "parse: compile() pre-check", lambda: compile(source, "<file>", "exec", ast.PyCF_ONLY_AST))
-        module = _timed(timings, "parse: libcst.parse_module", lambda: cst.parse_module(source))
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        for provider in dict.fromkeys((ExpressionContextProvider, *SemanticModel.METADATA)):
-            _timed(timings, f"metadata: {provider.__name__}", lambda: wrapper.resolve(provider))
+        timed("metadata: ScopeProvider (+ ExpressionContextProvider)", lambda: wrapper.resolve(ScopeProvider))
+        timed("metadata: PositionProvider", lambda: wrapper.resolve(PositionProvider))
         context = RuleContext(wrapper)
-        context.semantic = _timed(timings, "semantic: collecting pass", lambda: SemanticModel(wrapper))
-        _timed(timings, "rules: batched traversal", lambda: wrapper.visit_batched([rule(context) for rule in rules]))
-        _timed(timings, "total (lint_module_source)", lambda: lint_module_source(source, rules))
+        model = timed("semantic: collecting pass", lambda: SemanticModel(wrapper))
+        context.__dict__["semantic"] = model
+        for facet in ("training", "evaluation", "devices"):
+            timed(f"semantic: {facet} facts", lambda: getattr(model, facet))
+        timed("rules: batched traversal", lambda: wrapper.visit_batched([rule(context) for rule in rules]))
     return timings
 
 
-def profile(corpus: Corpus, top: int, as_json: bool) -> dict:
+def profile(files: list[Path], top: int) -> None:
     from torchlint.config import select_rules
     from torchlint.engine import lint_module_source
-    from torchlint.rule import all_rules
 
-    rules = select_rules(["TL"], [])
-    sources = [_read(f) for f in corpus.files]
+    rules = select_rules(None, [], [])
+    sources = [f.read_bytes() for f in files]
+    lines = sum(s.count(b"\n") for s in sources)
     lint_module_source(b"import torch\n", rules)  # import everything lazily imported first
-
-    profiler = cProfile.Profile()
+    start = time.process_time()
+    for source in sources:
+        lint_module_source(source, rules)
+    total = time.process_time() - start
+    print(f"{len(files)} files, {lines:,} lines, {len(rules)} default rules: {total:.2f} CPU-s, "
+          f"{lines / total:,.0f} lines per CPU-s\n\nCPU-seconds per stage (no profiler):")
+    for label, seconds in stage_times(sources, rules).items():
+        print(f"  {label:<55} {seconds:>7.2f}  {100 * seconds / total:>5.1f}%")
+    profiler = cProfile.Profile(time.process_time)  # CPU time: wall time on a shared machine is noise
     profiler.enable()
     for source in sources:
         lint_module_source(source, rules)
     profiler.disable()
     stats = pstats.Stats(profiler)
-
-    stages = stage_times(sources, rules)
-    total = stages.pop("total (lint_module_source)")
-    accounted = sum(stages.values())
-    # Suppression comments, sorting findings, garbage collection, and noise between the runs.
-    stages["rest of lint_module_source"] = max(total - accounted, 0.0)
-
-    result = {
-        "corpus": {"files": len(corpus.files), "lines": corpus.lines, "sources": corpus.sources},
-        "torchlint_rules": [r.code for r in all_rules()],
-        "libcst": _version("libcst"),
-        "total_s": round(total, 3),
-        "stages_s": {k: round(v, 3) for k, v in stages.items()},
-        "lazy_qualified_names_share_in_profile": round(_lazy_share(stats), 3),
-        "top_cumulative": _top(stats, "cumulative", top, lambda f: True),
-        "top_torchlint_cumulative": _top(stats, "cumulative", top, _is_torchlint),
-        "top_own_time": _top(stats, "tottime", top, lambda f: True),
-    }
-    if not as_json:
-        print(f"corpus: {len(corpus.files)} files, {result['corpus']['lines']} lines; libcst {result['libcst']}")
-        print(f"torchlint rules: {' '.join(result['torchlint_rules'])}\n")
-        print(f"time per stage (no profiler), total {total:.2f}s:")
-        for label, seconds in stages.items():
-            print(f"  {label:<42} {seconds:>7.2f}s {100 * seconds / total:>5.1f}%")
-        print(f"  (lazily computed qualified names, share of profiled time: {100 * result['lazy_qualified_names_share_in_profile']:.1f}%)")
-        for title, key in (("top functions by cumulative time", "top_cumulative"),
-                           ("top torchlint functions by cumulative time", "top_torchlint_cumulative"),
-                           ("top functions by own time", "top_own_time")):
-            print(f"\n{title} (profiled):")
-            print(f"  {'calls':>9} {'own s':>7} {'cum s':>7}  function")
-            for row in result[key]:
-                print(f"  {row['calls']:>9} {row['own_s']:>7.2f} {row['cumulative_s']:>7.2f}  {row['function']}")
-    return result
-
-
-def _version(package: str) -> str:
-    import importlib.metadata
-
-    return importlib.metadata.version(package)
-
-
-def _is_torchlint(func: tuple) -> bool:
-    filename = func[0].replace(os.sep, "/")
-    return "/torchlint/" in filename
+    for title, key, keep in (("cumulative, torchlint's functions", 3, lambda f: "torchlint" in f[0] or "/rules/" in f[0]),
+                             ("own time, all functions", 2, lambda f: True)):
+        print(f"\ntop {top} by {title} (under cProfile, which slows Python code about threefold):")
+        print(f"  {'calls':>10} {'own s':>7} {'cum s':>7}  function")
+        rows = sorted(((f, d) for f, d in stats.stats.items() if keep(f)), key=lambda item: -item[1][key])
+        for func, data in rows[:top]:
+            print(f"  {data[1]:>10} {data[2]:>7.2f} {data[3]:>7.2f}  {_describe(func)}")
 
 
 def _describe(func: tuple) -> str:
@@ -362,64 +360,64 @@ def _describe(func: tuple) -> str:
     if filename == "~":
         return name
     parts = Path(filename).parts
-    for anchor in ("torchlint", "libcst", "torchfix"):
+    for anchor in ("torchlint", "rules", "libcst"):
         if anchor in parts:
             filename = "/".join(parts[len(parts) - 1 - parts[::-1].index(anchor):])
             break
     return f"{filename}:{line}({name})"
 
 
-def _top(stats: pstats.Stats, key: str, count: int, keep: Callable[[tuple], bool]) -> list[dict]:
-    index = {"cumulative": 3, "tottime": 2}[key]
-    rows = sorted(((func, data) for func, data in stats.stats.items() if keep(func)), key=lambda item: -item[1][index])
-    return [
-        {"function": _describe(func), "calls": data[1], "own_s": round(data[2], 3), "cumulative_s": round(data[3], 3)}
-        for func, data in rows[:count]
-    ]
-
-
-def _lazy_share(stats: pstats.Stats) -> float:
-    total = stats.total_tt or 1.0
-    lazy = sum(data[3] for func, data in stats.stats.items() if func[2] == "__call__" and func[0].endswith("_metadata_dependent.py"))
-    return lazy / total
-
-
 # --- command line ------------------------------------------------------------------------
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, action="append", metavar="PATH",
-                        help="a folder of Python code to lint besides the fixtures (repeatable; "
-                             "default: torch/nn, torch/optim, torch/utils/data of an installed torch)")
-    parser.add_argument("--files", type=int, metavar="N", help="use at most N files (evenly spaced)")
-    parser.add_argument("--repeat", type=int, default=3, metavar="R", help="repetitions; the best counts (default 3)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--profile", action="store_true", help="profile torchlint in this process instead")
-    parser.add_argument("--top", type=int, default=20, help="functions to list with --profile (default 20)")
-    parser.add_argument("--torchlint", metavar="EXE", help="the torchlint command (default: beside this Python)")
-    parser.add_argument("--torchfix", metavar="EXE", help="the torchfix command (default: beside this Python)")
+    parser.add_argument("--torch", type=Path, metavar="DIR", help="the torch package folder (default: the torch "
+                        "installed beside this Python, found without importing it)")
+    parser.add_argument("--torch-files", type=int, default=0, metavar="N",
+                        help="lint at most N files of torch, evenly spaced (default 0: all)")
+    parser.add_argument("--ecosystem", type=Path, metavar="DIR", help="the ecosystem corpus (e.g. /work/ecosystem)")
+    parser.add_argument("--ecosystem-files", type=int, default=0, metavar="N",
+                        help="lint at most N .py files and N notebooks of it, evenly spaced (default 0: all)")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="lines of the generated training files (default %(default)s)")
+    parser.add_argument("--repeat-single", type=int, default=5, metavar="R", help="runs of the one-file job; the median counts")
+    parser.add_argument("--no-cache-job", action="store_true", help="skip measuring torchlint's cache")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
+    parser.add_argument("--profile", type=Path, nargs="+", metavar="FILE",
+                        help="profile torchlint in this process on these files instead")
+    parser.add_argument("--top", type=int, default=25, help="functions listed with --profile (default 25)")
     args = parser.parse_args(argv)
-    if args.repeat < 1 or (args.files is not None and args.files < 1):
-        parser.error("--repeat and --files must be at least 1")
     try:
-        corpus = build_corpus(args.corpus, args.files)
-        progress(f"corpus: {len(corpus.files)} files")
+        args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes takes numbers separated by commas")
+    if args.repeat_single < 1 or args.ecosystem_files < 0 or args.torch_files < 0:
+        parser.error("--repeat-single must be at least 1, --torch-files and --ecosystem-files at least 0")
+    try:
         if args.profile:
-            result = profile(corpus, args.top, args.json)
-        else:
-            result = compare(corpus, args.repeat, find_tool("torchlint", args.torchlint), find_tool("torchfix", args.torchfix))
-            if not args.json:
-                print_comparison(result)
+            profile(args.profile, args.top)
+            return 0
+        executables = {tool: find_executable(tool) for tool in TOOLS}
+        report = {"machine": machine(), "versions": versions(), "load_start": round(os.getloadavg()[0], 1),
+                  "command": " ".join(["python", "bench/lint_speed.py", *(argv if argv is not None else sys.argv[1:])])}
+        with tempfile.TemporaryDirectory(prefix="lint-speed-") as name:
+            scratch = Path(name)
+            jobs = build_jobs(args, scratch)
+            progress("jobs: " + "; ".join(f"{j.name} ({len(j.files)} files, {j.lines:,} lines)" for j in jobs))
+            empty = scratch / "empty.py"
+            empty.write_text("import torch\n")
+            for tool in TOOLS:  # warm the file cache and any byte-compilation
+                run(command(tool, executables[tool], [empty]), scratch)
+            report["jobs"] = [asdict(r) for r in measure(jobs, executables, scratch)]
+            if not args.no_cache_job:
+                report["cache"] = measure_cache(jobs[0], executables["torchlint"], scratch)
+        report["load_end"] = round(os.getloadavg()[0], 1)
     except BenchError as error:
         print(f"lint_speed: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result, indent=2))
+        args.json.write_text(json.dumps(report, indent=2))
+    print(markdown(report))
     return 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
+import gc
 import io
 import os
 import re
@@ -402,10 +404,30 @@ def render_edits(module: cst.Module, fix: Fix) -> tuple[Edit, ...]:
     return EditRenderer(module, [fix]).edits(fix)
 
 
+def _cyclic_gc_paused(function):
+    """Run ``function`` with Python's cyclic garbage collector paused. A file's syntax tree is
+    a million objects for 50,000 lines, none of them garbage until the file is done, and each
+    collection that ran while it was built and analysed walked all of it again: a fifth of
+    the time on large files. The garbage it leaves is collected once, after."""
+
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return function(*args, **kwargs)
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused
+
+
 def _sort_key(finding: Finding):
     return (finding.cell or 0, finding.start, finding.end, finding.code, finding.message)
 
 
+@_cyclic_gc_paused
 def lint_module_source(
     source: bytes | str,
     rules: Sequence[type[Rule]],

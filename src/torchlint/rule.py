@@ -105,7 +105,6 @@ class Rule(cst.BatchableCSTVisitor):
     # Opt-in rules are not selected by default: their precision on real code (the ecosystem
     # triage) is below the bar for the default set. A selector that names them selects them.
     opt_in: ClassVar[bool] = False
-    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -116,7 +115,9 @@ class Rule(cst.BatchableCSTVisitor):
         return self.context.semantic
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        pos = self.get_metadata(PositionProvider, node)
+        # Positions are resolved on the first finding (a rendering of the whole module),
+        # not declared as a dependency: most files have no finding.
+        pos = self.context.wrapper.resolve(PositionProvider)[node]
         self.context.findings.append(
             Finding(
                 code=self.code,

@@ -252,7 +252,6 @@ class SemanticModel:
         self.scopes = wrapper.resolve(ScopeProvider)
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self.positions = wrapper.resolve(PositionProvider)
         self.classes: dict[cst.ClassDef, ClassInfo] = {}
         self.functions: dict[str, list[cst.FunctionDef]] = {}
         self.bound_values: dict[cst.Name, cst.BaseExpression] = {}
@@ -263,6 +262,12 @@ class SemanticModel:
         self._in_progress: set[cst.CSTNode] = set()
         self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
         self.module.visit(_Collector(self))
+
+    @cached_property
+    def positions(self):
+        """Each node's position, resolved on first use: ordering facts need it, most files'
+        other facts do not."""
+        return self.wrapper.resolve(PositionProvider)
 
     # --- facets, each computed on first use ----------------------------------------------
 
