@@ -1,4 +1,5 @@
 import re
+from collections import defaultdict
 
 import libcst as cst
 
@@ -83,6 +84,12 @@ class LossKeptWithGraph(Rule):
     code = "TL301"
     name = "loss-kept-with-graph"
     message = "loss tensor `{loss}` is kept across iterations with its autograd graph; store `{loss}.{method}()`"
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # Per file (a rule instance lints one module): indexes that keep the rule linear.
+        self._backward_by_function: dict[cst.FunctionDef, list] | None = None
+        self._scope_codes: dict[cst.CSTNode, str] = {}
     output_message = "model output `{output}` is kept across training iterations with its autograd graph; store `{output}.detach()`"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -206,7 +213,7 @@ class LossKeptWithGraph(Rule):
     def _returned(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
         name = re.escape(code(holder))
-        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        text = self._scope_code(self._holder_scope(holder, scope))
         return bool(re.search(rf"\b(return|yield)\b[^\n]*(?<![\w.]){name}\b", text))
 
     def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
@@ -216,7 +223,7 @@ class LossKeptWithGraph(Rule):
             return True
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
         name = re.escape(code(holder))
-        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        text = self._scope_code(self._holder_scope(holder, scope))
         local = "|".join(re.escape(f) for f in self.semantic.functions)
         return bool(local) and bool(re.search(rf"(?<![\w.])(self\.)?({local})\([^\n]*(?<![\w.]){name}\b", text))
 
@@ -269,18 +276,35 @@ class LossKeptWithGraph(Rule):
         through a name computed from it)."""
         name = re.escape(code(holder.value if isinstance(holder, cst.Subscript) else holder))
         pattern = re.compile(rf"(?<![\w.]){name}\b")
-        for call, loss in self.semantic.training.backward_calls.items():
-            if not any(a is scope for a in self.semantic.ancestors(call)) and scope is not self.context.module:
-                continue
+        for call, loss in self._backward_calls_under(scope):
             texts = [code(loss)] + [code(v) for v in self.semantic.values(loss)] if isinstance(loss, cst.Name) else [code(loss)]
             if any(pattern.search(text) for text in texts):
                 return True
         return False
 
+    def _backward_calls_under(self, scope: cst.CSTNode) -> list[tuple[cst.Call, cst.BaseExpression]]:
+        """The backward passes inside ``scope`` (a function, or the module: all of them),
+        indexed once per file by every function around them."""
+        backward_calls = self.semantic.training.backward_calls
+        if scope is self.context.module:
+            return list(backward_calls.items())
+        if self._backward_by_function is None:
+            self._backward_by_function = defaultdict(list)
+            for call, loss in backward_calls.items():
+                for ancestor in self.semantic.ancestors(call):
+                    self._backward_by_function[ancestor].append((call, loss))
+        return self._backward_by_function.get(scope, [])
+
+    def _scope_code(self, scope: cst.CSTNode) -> str:
+        """``scope``'s source, rendered once per scope and file."""
+        if scope not in self._scope_codes:
+            self._scope_codes[scope] = self.context.module.code_for_node(scope)
+        return self._scope_codes[scope]
+
     def _used_as_tensor(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
         name = re.escape(code(holder))
-        text = self.context.module.code_for_node(self._holder_scope(holder, scope))
+        text = self._scope_code(self._holder_scope(holder, scope))
         return bool(
             re.search(rf"{TENSOR_FUNCTIONS}\(\s*{name}\b", text)
             or re.search(rf"(?<![\w.]){name}(\[[^\]]*\])?\.({TENSOR_METHODS})\(", text)

@@ -474,13 +474,23 @@ class TrainingFacts:
     # --- iterations ---------------------------------------------------------------------
 
     def _iterations(self) -> list[TrainingIteration]:
+        # Steps and clears by each loop around them: a look-up per loop, not a scan of every
+        # step of the file per backward pass (quadratic in file size).
+        steps_in: dict[cst.CSTNode, list[cst.Call]] = defaultdict(list)
+        for step in self.steps:
+            for l in self.sites[step].loops:
+                steps_in[l].append(step)
+        clears_in: dict[cst.CSTNode, list[cst.CSTNode]] = defaultdict(list)
+        for clear in self.clears:
+            for l in self.sites[clear].loops:
+                clears_in[l].append(clear)
         by_loop: dict[cst.CSTNode, TrainingIteration] = {}
         for call, loss in self.backward_calls.items():
             site = self.sites[call]
             if not site.loops:
                 continue
             loop = next(
-                (l for l in reversed(site.loops) if any(self._runs_in(step, l, site.function) for step in self.steps)),
+                (l for l in reversed(site.loops) if any(self._runs_in(step, l, site.function) for step in steps_in[l])),
                 site.loops[-1],
             )
             iteration = by_loop.setdefault(loop, TrainingIteration(loop))
@@ -490,12 +500,12 @@ class TrainingFacts:
             function = self.sites[iteration.backward_calls[0]].function
             # A step belongs to the innermost iteration around it.
             iteration.steps = [
-                s for s in self.steps
+                s for s in steps_in[loop]
                 if self._runs_in(s, loop, function) and not any(
                     l in by_loop for l in self.sites[s].loops[self.sites[s].loops.index(loop) + 1:]
                 )
             ]
-            iteration.clears = [c for c in self.clears if self._runs_in(c, loop, function)]
+            iteration.clears = [c for c in clears_in[loop] if self._runs_in(c, loop, function)]
         return sorted(by_loop.values(), key=lambda it: self.model.start_key(it.loop))
 
     def _runs_in(self, node: cst.CSTNode, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
