@@ -3,8 +3,10 @@ or a user's flag, after an early exit when CUDA is missing, in code that is CUDA
 design), and which expression already holds a torch device where a fix needs one.
 
 CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it calls
-``init_process_group("nccl")``, calls ``torch.cuda.set_device(...)`` unconditionally, raises or
-exits when CUDA is missing, or imports a GPU-only library outside ``try``/``if``. A function
+``init_process_group("nccl")``, calls ``torch.cuda.set_device(...)``, ``torch.cuda.synchronize()``
+or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for a GPU, and raise
+without one: GPU benchmarks, kernel tests), raises or exits when CUDA is missing, or imports a
+GPU-only library outside ``try``/``if``. A function
 that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
 tensors), whatever the rest of the file does.
 
@@ -101,6 +103,8 @@ class DeviceFacts:
         # Why the whole file is CUDA-only by design (None: it is not), for the docs and tests.
         self.cuda_only: str | None = None
         self.set_device_calls: list[cst.Call] = []
+        # `torch.cuda.synchronize()` and `x.pin_memory()`: GPU-only operations, by why they are there.
+        self.gpu_only_calls: dict[str, list[cst.Call]] = defaultdict(list)
         self.saves: list[cst.Call] = []  # `torch.save(obj, f)` calls
         self.other_saves: list[cst.Call] = []  # other calls named `*save*`, with a path among their arguments
         self.collective_functions: set[cst.FunctionDef | None] = set()
@@ -119,6 +123,9 @@ class DeviceFacts:
         self.module.visit(_Collector(self))
         if self.cuda_only is None and any(not self.chosen_here(c) for c in self.set_device_calls):
             self.cuda_only = "it calls torch.cuda.set_device"
+        for reason, calls in sorted(self.gpu_only_calls.items()):
+            if self.cuda_only is None and any(not self.chosen_here(c) for c in calls):
+                self.cuda_only = reason
 
     @property
     def module(self) -> cst.Module:
@@ -462,6 +469,12 @@ class _Collector(cst.CSTVisitor):
             facts.other_saves.append(node)
         if qname == "torch.cuda.set_device":
             facts.set_device_calls.append(node)
+        elif qname == "torch.cuda.synchronize":
+            facts.gpu_only_calls["it times GPU work with torch.cuda.synchronize"].append(node)
+        elif callee == "pin_memory" and isinstance(node.func, cst.Attribute) and not node.args and not (
+            self.functions[-1] is not None and self.functions[-1].name.value == "pin_memory"
+        ):  # a batch type's own `pin_memory()` is what a DataLoader calls on any machine
+            facts.gpu_only_calls["it pins host memory for transfers to the GPU"].append(node)
         elif qname in _COLLECTIVES:
             facts.collective_functions.add(self.functions[-1])
         elif qname.endswith(("init_process_group", "init_distributed")) and any(
