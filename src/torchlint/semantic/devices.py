@@ -5,8 +5,8 @@ design), and which expression already holds a torch device where a fix needs one
 CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it calls
 ``init_process_group("nccl")``, calls ``torch.cuda.set_device(...)``, ``torch.cuda.synchronize()``
 or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for a GPU, and raise
-without one: GPU benchmarks, kernel tests), raises or exits when CUDA is missing, or imports a
-GPU-only library outside ``try``/``if``. A function
+without one: GPU benchmarks, kernel tests), defines Triton kernels, raises or exits when CUDA is
+missing, or imports a GPU-only library outside ``try``/``if``. A function
 that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
 tensors), whatever the rest of the file does.
 
@@ -390,6 +390,12 @@ class _Collector(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
+        # A Triton kernel (`@triton.jit`, `@triton.autotune(...)`) runs only on a GPU, even
+        # where the import of triton itself is optional.
+        for decorator in node.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if (self.facts.model.qualified_name(target) or "").startswith("triton."):
+                self.facts.cuda_only = "it defines Triton GPU kernels"
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.functions.pop()
