@@ -1,5 +1,4 @@
 import libcst as cst
-import libcst.matchers as m
 
 from torchlint.rule import Fix, Rule
 from torchlint.semantic import Kind
@@ -185,7 +184,22 @@ class _SelfCalls(cst.CSTVisitor):
 def _has_init_call(node: cst.CSTNode) -> bool:
     """A call of some ``__init__``: ``super().__init__()``, ``super(Cls, self).__init__()``,
     ``nn.Module.__init__(self)``, ``Base.__init__(self)``."""
-    return bool(m.findall(node, m.Call(func=m.Attribute(attr=m.Name("__init__")))))
+    finder = _InitCalls()
+    node.visit(finder)
+    return finder.found
+
+
+class _InitCalls(cst.CSTVisitor):
+    """Whether any call in a tree calls an attribute named ``__init__``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__":
+            self.found = True
+        return not self.found
 
 
 def _init_method(node: cst.ClassDef) -> cst.FunctionDef | None:
