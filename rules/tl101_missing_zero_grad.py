@@ -71,6 +71,7 @@ class MissingZeroGrad(Rule):
 
     code = "TL101"
     name = "missing-zero-grad"
+    required_words = (("backward", "manual_backward"), ("step", "optimizer_step"))
     message = "`{optimizer}.step()` in a loop that never clears gradients; they accumulate across iterations"
     conditional_message = (
         "`{optimizer}.step()` runs every iteration but its gradients are cleared only every N iterations; they go stale"

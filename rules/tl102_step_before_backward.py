@@ -42,6 +42,7 @@ class StepBeforeBackward(Rule):
 
     code = "TL102"
     name = "step-before-backward"
+    required_words = (("backward", "manual_backward"), ("step", "optimizer_step"))
     message = "`step()` runs before `backward()` in the iteration: it applies the previous batch's gradients"
 
     def leave_Module(self, original_node: cst.Module) -> None:

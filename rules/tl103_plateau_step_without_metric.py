@@ -90,6 +90,7 @@ class PlateauStepWithoutMetric(Rule):
 
     code = "TL103"
     name = "plateau-step-without-metric"
+    required_words = (("step",), ("ReduceLROnPlateau",))
     message = "`{scheduler}.step()` of a `ReduceLROnPlateau` without a metric: it raises a `TypeError`"
     epoch_message = "`{scheduler}.step({metric})` of a `ReduceLROnPlateau` gets the epoch number, not a metric"
     train_message = "`{scheduler}.step({metric})` of a `ReduceLROnPlateau` gets the training loss while a validation metric is computed"

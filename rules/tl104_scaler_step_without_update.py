@@ -38,6 +38,7 @@ class ScalerStepWithoutUpdate(Rule):
 
     code = "TL104"
     name = "scaler-step-without-update"
+    required_words = (("step",), ("GradScaler",))
     message = "`{scaler}.step(...)` without `{scaler}.update()` afterwards: the loss scale never adapts"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -48,6 +48,7 @@ class BackwardInAutocast(Rule):
 
     code = "TL105"
     name = "backward-in-autocast"
+    required_words = (("backward", "step"), ("autocast",))
     message = "`{call}` inside an `autocast` block; autocast should cover only the forward pass and the loss"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -37,6 +37,7 @@ class BackwardWithoutGrad(Rule):
 
     code = "TL106"
     name = "backward-without-grad"
+    required_words = (("backward",), ("no_grad", "inference_mode"))
     message = "`backward()` inside `{context}`: no graph is recorded there, so there is nothing to differentiate"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -45,6 +45,7 @@ class TrainModeNotRestored(Rule):
 
     code = "TL107"
     name = "train-mode-not-restored"
+    required_words = (("backward", "manual_backward"), ("eval",))
     message = "`{model}.eval()` in the epoch loop is never undone: the next epoch trains in eval mode"
 
     def leave_Module(self, original_node: cst.Module) -> None:

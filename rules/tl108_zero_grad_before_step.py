@@ -37,6 +37,7 @@ class ZeroGradBeforeStep(Rule):
 
     code = "TL108"
     name = "zero-grad-before-step"
+    required_words = (("backward", "manual_backward"), ("step", "optimizer_step"), ("~grad",))
     message = "gradients are cleared after `backward()` and before `step()`: the step sees no gradients"
 
     def leave_Module(self, original_node: cst.Module) -> None:

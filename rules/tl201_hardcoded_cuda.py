@@ -91,6 +91,7 @@ class HardcodedCuda(Rule):
 
     code = "TL201"
     name = "hardcoded-cuda"
+    required_words = (("cuda",),)
     message = "`{what}` hardcodes CUDA: the code fails on machines without a GPU"
 
     def visit_Call(self, node: cst.Call) -> None:

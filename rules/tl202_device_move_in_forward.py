@@ -49,6 +49,7 @@ class DeviceMoveInForward(Rule):
 
     code = "TL202"
     name = "device-move-in-forward"
+    required_words = (("forward",), ("cuda", "to"), ("cuda", "device"))
     message = "`{call}` in `forward` moves inputs to a fixed device; follow the parameters' device instead"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -55,6 +55,7 @@ class TensorMoveDiscarded(Rule):
 
     code = "TL203"
     name = "tensor-move-discarded"
+    required_words = (("to", "cuda", "cpu"), (*(name.removeprefix("torch.") for name in TENSOR_FACTORIES), "~loader"))
     message = "`{call}` returns a moved copy, which is thrown away: tensors do not move in place"
 
     def visit_Expr(self, node: cst.Expr) -> None:

@@ -83,6 +83,7 @@ class LossKeptWithGraph(Rule):
 
     code = "TL301"
     name = "loss-kept-with-graph"
+    required_words = (("backward", "manual_backward", "~loss", "~crit", "~cross_entropy", "~kl_div", "~triplet_margin"),)
     message = "loss tensor `{loss}` is kept across iterations with its autograd graph; store `{loss}.{method}()`"
 
     def __init__(self, context) -> None:

@@ -79,6 +79,11 @@ class InferenceInTrainMode(Rule):
 
     code = "TL401"
     name = "inference-in-train-mode"
+    required_words = (
+        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm"),
+        ("~val", "~test", "~dev", "~holdout", "~predict", "~infer", "~accuracy", "~visuali", "~estimate", "~generat", "~sampl",
+         "~decod", "load", "load_state_dict"),
+    )
     opt_in = True
     message = "`{model}` runs for evaluation without `{model}.eval()`: dropout and batch norm stay in training mode"
 

@@ -59,6 +59,11 @@ class InferenceWithGrad(Rule):
 
     code = "TL402"
     name = "inference-with-grad"
+    required_words = (
+        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm"),
+        ("~val", "~test", "~dev", "~holdout", "~predict", "~infer", "~accuracy", "~visuali", "~estimate", "~generat", "~sampl",
+         "~decod", "load", "load_state_dict"),
+    )
     message = "evaluation runs `{model}` with gradients enabled; use `torch.no_grad()` or `torch.inference_mode()`"
 
     def leave_Module(self, original_node: cst.Module) -> None:

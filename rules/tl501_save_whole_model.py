@@ -59,6 +59,7 @@ class SaveWholeModel(Rule):
 
     code = "TL501"
     name = "save-whole-model"
+    required_words = (("save",),)
     message = "`torch.save` of a whole `nn.Module`; save its `state_dict()` instead"
     dict_message = "`torch.save` of a dict holding a whole `nn.Module`; save its `state_dict()` instead"
 

@@ -45,6 +45,7 @@ class UnsafeTorchLoad(Rule):
 
     code = "TL502"
     name = "unsafe-torch-load"
+    required_words = (("load",), ("weights_only",))
     opt_in = True
     message = "`torch.load(..., weights_only=False)` unpickles the file, which can run arbitrary code"
 

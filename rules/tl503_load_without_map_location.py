@@ -46,6 +46,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "TL503"
     name = "load-without-map-location"
+    required_words = (("load",),)
     opt_in = True
     message = "`torch.load` without `map_location` fails on a machine without the device the file was saved from"
 

@@ -71,6 +71,7 @@ class NumpyInLoss(Rule):
 
     code = "TL601"
     name = "numpy-in-loss"
+    required_words = (("backward", "manual_backward"), ("numpy",))
     message = "loss `{loss}` is computed through NumPy: no gradient reaches the model"
 
     def leave_Module(self, original_node: cst.Module) -> None:

@@ -35,6 +35,7 @@ class ForwardCalledDirectly(Rule):
 
     code = "TL602"
     name = "forward-called-directly"
+    required_words = (("forward",),)
     message = "`{module}.forward(...)` skips the module's hooks; call `{module}(...)`"
 
     def visit_Call(self, node: cst.Call) -> None:

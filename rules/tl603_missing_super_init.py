@@ -53,6 +53,7 @@ class MissingSuperInit(Rule):
 
     code = "TL603"
     name = "missing-super-init"
+    required_words = (("__init__",),)
     message = "`{cls}.__init__` never calls `super().__init__()`"
     late_message = "`{cls}.__init__` assigns `self.{attr}` before calling `super().__init__()`"
 

@@ -50,6 +50,7 @@ class WorkerSharedRng(Rule):
 
     code = "TL701"
     name = "worker-shared-rng"
+    required_words = (("DataLoader",), ("num_workers",))
     message = "`{dataset}` draws from its own RNG `self.{attr}` in `__getitem__`: with {workers} workers and no `worker_init_fn`, every worker draws the same numbers"
 
     def visit_Call(self, node: cst.Call) -> None:

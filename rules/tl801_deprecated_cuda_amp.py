@@ -70,6 +70,7 @@ class DeprecatedCudaAmp(Rule):
 
     code = "TL801"
     name = "deprecated-cuda-amp"
+    required_words = (("amp",), ("autocast", "GradScaler", "custom_fwd", "custom_bwd"))
     message = "`torch.cuda.amp.{name}` is deprecated; use `torch.amp.{name}({device}...)`"
 
     def visit_Call(self, node: cst.Call) -> None:

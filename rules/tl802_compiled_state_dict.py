@@ -38,6 +38,7 @@ class CompiledStateDict(Rule):
 
     code = "TL802"
     name = "compiled-state-dict"
+    required_words = (("save",), ("compile",), ("state_dict",))
     message = "`state_dict()` of a `torch.compile`d model has `_orig_mod.`-prefixed keys; save `{name}._orig_mod.state_dict()`"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -22,7 +22,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule, RuleContext
+from torchlint.rule import Applicability, Edit, Finding, FileWords, Fix, Location, Rule, RuleContext, visits
 
 INVALID_FILE = "TL000"
 # A fix can enable another (or be deferred by an overlapping one): re-lint until stable.
@@ -48,13 +48,18 @@ def _error(message: str, row: int = 1, col: int = 1) -> Finding:
     return Finding(INVALID_FILE, message, Location(row, col), Location(row, col))
 
 
+def check_syntax(source: bytes | str) -> None:
+    """Raise what Python's own parser finds wrong with the source."""
+    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
+        warnings.simplefilter("ignore")
+        compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
+
+
 def parse(source: bytes | str) -> cst.Module:
     """Parse with LibCST, after Python's own parser has accepted the source: it names the
     position and reason of a syntax error best, and it refuses nesting so deep that LibCST's
     native parser would overflow its stack and crash the process."""
-    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
-        warnings.simplefilter("ignore")
-        compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
+    check_syntax(source)
     module = cst.parse_module(source)
     if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
         # LibCST sees a final newline only in "\n": a file with "\r" line endings would
@@ -433,13 +438,29 @@ def lint_module_source(
     rules: Sequence[type[Rule]],
     fix_mode: frozenset[Applicability] = FixMode.NONE,
     with_edits: bool = False,
+    prescreen: bool = True,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
     ``source`` is bytes for a file (its encoding, BOM and line endings are kept) or text for
     a notebook's joined cells. Findings come back sorted, with suppressed ones removed. A
     rule that raises is reported in ``failures``, and contributes no finding and no fix.
+
+    The prescreen (``Rule.required_words``) runs only the rules whose words the text holds;
+    when none is left, the source is only checked by Python's parser (for TL000) and LibCST
+    never parses it. ``prescreen=False`` runs every rule (the tests compare the two).
     """
+    waiting: list[type[Rule]] = []  # rules the prescreen held back, admitted again after a fix adds their words
+    if prescreen:
+        words = FileWords(source)
+        waiting = [r for r in rules if not words.admit(r)]
+        rules = [r for r in rules if r not in waiting]
+        if not any(map(visits, rules)):
+            try:
+                check_syntax(source)
+            except Exception as error:
+                return SourceResult([parse_error_finding(error)], source, source)
+            return SourceResult([], source, source)
     try:
         module = parse(source)
     except Exception as error:  # any parse failure is a finding, never a crash
@@ -447,7 +468,10 @@ def lint_module_source(
     failures: dict[str, BaseException] = {}
     while True:
         try:
-            result = _lint_module(source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures)
+            result = _lint_module(
+                source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
+                [r for r in waiting if r.code not in failures],
+            )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
         except _Restart:
@@ -460,7 +484,7 @@ class _Restart(Exception):
     """A rule failed after fixes were applied: lint the file again from its source without it."""
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting) -> SourceResult:
     suppressions = find_suppressions(module.code)
     if suppressions.file_all:
         return SourceResult([], source, source)
@@ -484,7 +508,12 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures) -> Sourc
         if not applied:
             break
         fixed_count += applied
-        suppressions = find_suppressions(module.code)
+        code = module.code
+        suppressions = find_suppressions(code)
+        if waiting:  # a fix may have written the words of a rule held back
+            words = FileWords(code)
+            rules = rules + [r for r in waiting if words.admit(r)]
+            waiting = [r for r in waiting if r not in rules]
     if with_edits:
         findings = _with_edits(module, findings, failures)
         if fixed_count and any(f.code in failures for f in findings):

@@ -87,6 +87,7 @@ def lint_notebook(
     rules: Sequence[type[Rule]],
     fix_mode: frozenset[Applicability] = FixMode.NONE,
     with_edits: bool = False,
+    prescreen: bool = True,  # see lint_module_source
 ) -> SourceResult:
     try:
         notebook, text = _load(source)
@@ -110,7 +111,7 @@ def lint_notebook(
     fixed_count = 0
     failures = []
     for program_rules, program in programs:
-        found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits)
+        found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits, prescreen)
         findings += found
         new_sources.update(fixed)
         fixed_count += count
@@ -125,17 +126,17 @@ def lint_notebook(
 
 
 def _lint_program(
-    cells: list[CodeCell], rules: Sequence[type[Rule]], fix_mode: frozenset[Applicability], with_edits: bool
+    cells: list[CodeCell], rules: Sequence[type[Rule]], fix_mode: frozenset[Applicability], with_edits: bool, prescreen: bool
 ) -> tuple[list[Finding], dict[int, str], int, list[RuleFailure]]:
     """The findings of cells joined into one module, the new source of each cell a fix
     changed, the number of fixes, and the rules that raised."""
     module = BOUNDARY.join("".join(cell.lines) for cell in cells)
-    result = lint_module_source(module, rules, fix_mode, with_edits)
+    result = lint_module_source(module, rules, fix_mode, with_edits, prescreen)
     fixed_parts = _parts(result.fixed_source, cells) if result.fixed_count else None
     if result.fixed_count and fixed_parts is None:
         # A fix crossed a cell boundary or rewrote a masked line: that result has no notebook
         # to go back into, so nothing is fixed and the findings are reported as they are.
-        result = lint_module_source(module, rules, FixMode.NONE, with_edits)
+        result = lint_module_source(module, rules, FixMode.NONE, with_edits, prescreen)
     parts = fixed_parts or _parts(result.fixed_source, cells)
     findings = _to_cells(result.findings, cells, parts)
     if fixed_parts is None:

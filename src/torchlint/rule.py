@@ -105,6 +105,15 @@ class Rule(cst.BatchableCSTVisitor):
     # Opt-in rules are not selected by default: their precision on real code (the ecosystem
     # triage) is below the bar for the default set. A selector that names them selects them.
     opt_in: ClassVar[bool] = False
+    # The prescreen: what a file's text must contain for this rule to find anything in it, as
+    # groups of words, at least one word of each group. A word is matched as a whole
+    # identifier, attribute, keyword or word of a string or comment (``"backward"``); one
+    # written ``"~loss"`` matches the text anywhere, in any case (``CrossEntropyLoss``).
+    # Each group must be a necessary condition, for every fix pass too (a file without these
+    # words never gets a finding of this rule), derived from the rule and the facts it asks
+    # for; words from other files (the project index) do not count. The engine runs the rule
+    # only on files that pass. Empty: the rule runs on every file.
+    required_words: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -171,6 +180,40 @@ def _isolated(rule: Rule, method: Callable) -> Callable:
             failures[code] = error
 
     return call
+
+
+_WORD = re.compile(rb"\w+")
+
+
+class FileWords:
+    """The words of a file's text, for the prescreen (``Rule.required_words``): one regex over
+    the bytes (ASCII words; a non-ASCII letter only splits a word, which admits more)."""
+
+    def __init__(self, source: bytes | str) -> None:
+        self.text = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+        self.words = set(_WORD.findall(self.text))
+        self._lower: bytes | None = None
+
+    def admit(self, rule: type[Rule]) -> bool:
+        """Whether ``rule`` may find something in this text."""
+        return all(any(self._has(word) for word in group) for group in _encoded_words(rule))
+
+    def _has(self, word: bytes) -> bool:
+        if word[:1] != b"~":
+            return word in self.words
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return word[1:] in self._lower
+
+
+@lru_cache(maxsize=None)
+def _encoded_words(rule: type[Rule]) -> tuple[tuple[bytes, ...], ...]:
+    return tuple(tuple(w.lower().encode() if w.startswith("~") else w.encode() for w in group) for group in rule.required_words)
+
+
+def visits(rule: type[Rule]) -> bool:
+    """Whether the rule looks at the syntax tree at all (TL000 does not: the engine reports it)."""
+    return bool(_visitor_names(rule))
 
 
 @lru_cache(maxsize=None)
