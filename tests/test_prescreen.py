@@ -66,6 +66,16 @@ def test_words_are_whole_words_and_marked_ones_any_text():
     assert not FileWords(b"x.backward()\n").admit(Needs)  # a group without a word of it
 
 
+def test_name_parts_split_as_camel_case_and_underscores():
+    class Needs:
+        required_words = (("*val", "*testloader"),)
+
+    for text in (b"X_val = 1", b"valLoss", b"VAL", b'split = "Val"', b"for x in TestLoader: pass", b"testloader"):
+        assert FileWords(text).admit(Needs), text
+    for text in (b"value = interval", b"evaluate()", b"testloaders"):
+        assert not FileWords(text).admit(Needs), text
+
+
 def test_a_file_no_rule_can_report_on_is_only_syntax_checked(monkeypatch):
     import torchlint.engine as engine
 

@@ -108,7 +108,9 @@ class Rule(cst.BatchableCSTVisitor):
     # The prescreen: what a file's text must contain for this rule to find anything in it, as
     # groups of words, at least one word of each group. A word is matched as a whole
     # identifier, attribute, keyword or word of a string or comment (``"backward"``); one
-    # written ``"~loss"`` matches the text anywhere, in any case (``CrossEntropyLoss``).
+    # written ``"~loss"`` matches the text anywhere, in any case (``CrossEntropyLoss``); one
+    # written ``"*val"`` matches a part of a word as camelCase and underscores split it, or a
+    # whole word, in any case (``X_val``, ``valLoss``, ``VAL``; not ``value``).
     # Each group must be a necessary condition, for every fix pass too (a file without these
     # words never gets a finding of this rule), derived from the rule and the facts it asks
     # for; words from other files (the project index) do not count. The engine runs the rule
@@ -183,6 +185,8 @@ def _isolated(rule: Rule, method: Callable) -> Callable:
 
 
 _WORD = re.compile(rb"\w+")
+# The parts of names: `evaluateModel` -> `evaluate`, `Model`; `X_test` -> `X`, `test`.
+_NAME_PART = re.compile(rb"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
 class FileWords:
@@ -193,22 +197,27 @@ class FileWords:
         self.text = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
         self.words = set(_WORD.findall(self.text))
         self._lower: bytes | None = None
+        self._parts: set[bytes] | None = None
 
     def admit(self, rule: type[Rule]) -> bool:
         """Whether ``rule`` may find something in this text."""
         return all(any(self._has(word) for word in group) for group in _encoded_words(rule))
 
     def _has(self, word: bytes) -> bool:
-        if word[:1] != b"~":
-            return word in self.words
-        if self._lower is None:
-            self._lower = self.text.lower()
-        return word[1:] in self._lower
+        if word[:1] == b"~":
+            if self._lower is None:
+                self._lower = self.text.lower()
+            return word[1:] in self._lower
+        if word[:1] == b"*":
+            if self._parts is None:
+                self._parts = {part.lower() for part in _NAME_PART.findall(self.text)} | {w.lower() for w in self.words}
+            return word[1:] in self._parts
+        return word in self.words
 
 
 @lru_cache(maxsize=None)
 def _encoded_words(rule: type[Rule]) -> tuple[tuple[bytes, ...], ...]:
-    return tuple(tuple(w.lower().encode() if w.startswith("~") else w.encode() for w in group) for group in rule.required_words)
+    return tuple(tuple((w.lower() if w[:1] in "~*" else w).encode() for w in group) for group in rule.required_words)
 
 
 def visits(rule: type[Rule]) -> bool:
