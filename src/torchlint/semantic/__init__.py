@@ -395,6 +395,8 @@ class SemanticModel:
             # A name read in a nested function or before its binding: fall back to the
             # bindings visible from its scope.
             found.update(a for a in scope[name.value] if isinstance(a, Assignment))
+        if len(found) <= 1:
+            return list(found)  # nothing to order: no positions resolved for it
         return sorted(found, key=lambda a: self.start_key(a.node))
 
     def _reaching(self, name: cst.Name, assignments: list[Assignment]) -> list[Assignment]:
@@ -402,6 +404,8 @@ class SemanticModel:
         scope, the last one that takes effect before it (``model = model.state_dict()``
         replaces the module). Bindings from enclosing scopes all count."""
         scope = self.scopes.get(name)
+        if not any(a.scope is scope for a in assignments):
+            return assignments  # no positions resolved for it
         use = self.start_key(name)
         before = [a for a in assignments if a.scope is scope and self._effect_key(a) <= use]
         if not before:

@@ -255,7 +255,6 @@ class _Scan(cst.CSTVisitor):
 class EvaluationFacts:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
-        self.positions = model.positions
         self.imported: set[str] = set()
         self.functions: list[cst.FunctionDef] = []
         self.functions_by_name: dict[str, list[cst.FunctionDef]] = defaultdict(list)
@@ -280,6 +279,11 @@ class EvaluationFacts:
         self.scopes: list[EvalScope] = self._find_scopes() if self.torch_file else []
 
     # --- positions ----------------------------------------------------------------------
+
+    @property
+    def positions(self):
+        """Resolved when first asked (a rendering of the module), not when the facts are built."""
+        return self.model.positions
 
     def _start(self, node: cst.CSTNode) -> tuple[int, int]:
         return self.model.start_key(node)
@@ -1108,7 +1112,7 @@ class EvaluationFacts:
         """A forward pass on validation or test data: ``model(X_test)``, or inside a
         comprehension over a test loader."""
         for arg in call.args:
-            if arg.keyword is None and not arg.star:
+            if arg.keyword is None and not arg.star and self.eval_data_names:
                 # The eval-data names are in source order: find the first at or after the argument.
                 index = bisect.bisect_left(self._eval_data_starts, self._start(arg.value))
                 if index < len(self._eval_data_starts) and self._eval_data_starts[index] <= self._end(arg.value):
