@@ -22,6 +22,7 @@ import hashlib
 import os
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -67,7 +68,7 @@ class ModuleSummary:
     functions: tuple[FunctionSummary, ...]
     star_imports: bool = False
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()
 
