@@ -15,6 +15,7 @@ Precision comes first: a name whose value is not known has no kind, and rules st
 
 from __future__ import annotations
 
+import builtins
 import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def _module_class_kind(qname: str) -> Kind | None:
         return Kind.MODULE
     return None
 
+
+_BUILTIN_NAMES = frozenset(f"builtins.{name}" for name in dir(builtins))
 
 # Contexts under which no autograd graph is recorded, by qualified name.
 GRAD_OFF = {
@@ -256,6 +259,7 @@ class SemanticModel:
         self.module = wrapper.module
         self.scopes = wrapper.resolve(ScopeProvider)
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
+        self._imported_cache: dict[cst.CSTNode, list[str]] = {}
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.classes: dict[cst.ClassDef, ClassInfo] = {}
         self.functions: dict[str, list[cst.FunctionDef]] = {}
@@ -360,22 +364,26 @@ class SemanticModel:
     # --- other files of the project (the project index) ---------------------------------
 
     def imported_names(self, node: cst.CSTNode) -> list[str]:
-        """The qualified names ``node`` has through the file's imports, sorted."""
-        scope = self.scopes.get(node)
-        if scope is None:
-            return []
-        return sorted(q.name for q in scope.get_qualified_names_for(node) if q.source is QualifiedNameSource.IMPORT)
+        """The qualified names ``node`` has through the file's imports (torch's aside), sorted."""
+        if node not in self._imported_cache:
+            scope = self.scopes.get(node)
+            names = scope.get_qualified_names_for(node) if scope is not None else ()
+            self._imported_cache[node] = sorted(
+                q.name for q in names if q.source is QualifiedNameSource.IMPORT and not q.name.startswith("torch.")
+            )
+        return self._imported_cache[node]
 
     def _project_fact(self, node: cst.CSTNode, fact: str):
         """What the project index says of the class or function an imported name refers to:
         ``fact`` is a method of ``ProjectView``. None without an index or when unknown."""
         if self.project is None or not isinstance(node, (cst.Name, cst.Attribute)):
             return None
+        if not any(not q.startswith("torch.") and q not in _BUILTIN_NAMES for q in self.qualified_names(node)):
+            return None  # cheap: most calls are torch's, builtins, or the file's own
         for qname in self.imported_names(node):
-            if not qname.startswith("torch."):
-                found = getattr(self.project, fact)(qname)
-                if found is not None:
-                    return found
+            found = getattr(self.project, fact)(qname)
+            if found is not None:
+                return found
         return None
 
     def project_class_kind(self, expr: cst.BaseExpression) -> Kind | None:
