@@ -222,3 +222,15 @@ def test_index_update_replaces_a_summary(tmp_path):
     assert index.view(tmp_path / "main.py").call_kind("models.Net") is Kind.MODULE
     assert index.digest(tmp_path / "main.py") != before
     assert isinstance(index, ProjectIndex)
+
+
+def test_digest_covers_files_imported_indirectly_and_through_cycles(tmp_path):
+    _tree(tmp_path, {"a.py": "import b\n", "b.py": "import c\nimport a\n", "c.py": "X = 1\n", "d.py": "import a\n"})
+    index = build_index([tmp_path / "a.py", tmp_path / "d.py"], tmp_path)
+    before = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
+    assert before["a.py"] == before["b.py"] != before["c.py"]  # a and b import each other
+    index.update(tmp_path / "c.py", "class C:\n    pass\n")
+    after = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
+    assert all(after[name] != before[name] for name in before)
+    index.update(tmp_path / "d.py", "import a\n\n\ndef f():\n    pass\n")
+    assert index.digest(tmp_path / "a.py") == after["a.py"]  # nothing a imports changed

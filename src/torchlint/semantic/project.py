@@ -359,6 +359,7 @@ class ProjectIndex:
     summaries: dict[Path, ModuleSummary] = field(default_factory=dict)
     imports: dict[Path, tuple[Path, ...]] = field(default_factory=dict)
     _roots: dict[Path, tuple[Path, ...]] = field(default_factory=dict, repr=False)
+    _digests: dict[Path, str] | None = field(default=None, repr=False)
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -374,7 +375,7 @@ class ProjectIndex:
         seen = {path}
         stack = [path]
         while stack:
-            for dep in self.imports.get(stack.pop(), ()):
+            for dep in self._imported(stack.pop()):
                 if dep not in seen:
                     seen.add(dep)
                     stack.append(dep)
@@ -384,15 +385,69 @@ class ProjectIndex:
     def digest(self, path: Path) -> str:
         """What a file's lint depends on in other files: the summaries of the files it
         imports, directly or not, and where they are."""
+        if self._digests is None:
+            self._digests = self._component_digests()
+        return self._digests.get(Path(os.path.abspath(path)), "")
+
+    def _component_digests(self) -> dict[Path, str]:
+        """Per file, a digest of the summaries of every file it reaches through imports: one
+        per strongly connected component of the import graph (files that import each other
+        share it), over its members and the digests of the components it imports (Tarjan's
+        algorithm yields those first). Linear in the graph."""
+        number: dict[Path, int] = {}
+        low: dict[Path, int] = {}
+        stack: list[Path] = []
+        on_stack: set[Path] = set()
+        digests: dict[Path, str] = {}
+        for start in self.summaries:
+            if start in number:
+                continue
+            number[start] = low[start] = len(number)
+            stack.append(start)
+            on_stack.add(start)
+            work = [(start, self._imported(start))]
+            while work:
+                node, children = work[-1]
+                for child in children:
+                    if child not in number:
+                        number[child] = low[child] = len(number)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, self._imported(child)))
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], number[child])
+                else:
+                    work.pop()
+                    if work:
+                        low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                    if low[node] == number[node]:
+                        members = []
+                        while not members or members[-1] != node:
+                            members.append(stack.pop())
+                            on_stack.discard(members[-1])
+                        self._digest_component(members, digests)
+        return digests
+
+    def _imported(self, path: Path) -> Iterator[Path]:
+        return (d for d in self.imports.get(path, ()) if d in self.summaries)
+
+    def _digest_component(self, members: list[Path], digests: dict[Path, str]) -> None:
         digest = hashlib.sha256()
-        for dep in self.dependencies(path):
-            digest.update(f"{dep}|{self.summaries[dep].digest}|".encode())
-        return digest.hexdigest()
+        for member in sorted(members):
+            digest.update(f"{member}|{self.summaries[member].digest}|".encode())
+        inside = set(members)
+        imported = {digests[d] for m in members for d in self._imported(m) if d not in inside}
+        for child in sorted(imported):
+            digest.update(child.encode())
+        for member in members:
+            digests[member] = digest.hexdigest()
 
     def update(self, path: Path, source: bytes | str, read: Callable[[Path], bytes | str | None] | None = None) -> None:
         """Summarise ``path`` from ``source`` (an editor's unsaved text) and add the files it
         imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
+        self._digests = None
         summary = summarize(source)
         if summary is None:
             self.summaries.pop(path, None)
