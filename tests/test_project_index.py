@@ -113,7 +113,7 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 
 def _resolved(module: str, path: Path, root: Path) -> list[tuple[str, list[str]]]:
-    found = module_files(module, path, search_roots(path, root), os.path.isfile)
+    found = module_files(module, path, search_roots(path, root), os.path.isfile, os.path.isdir)
     return [(f.relative_to(root).as_posix(), rest) for f, rest in found]
 
 

@@ -317,35 +317,49 @@ def search_roots(path: Path, root: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(roots))
 
 
-def _candidates(folder: Path, parts: list[str]) -> Iterator[Path]:
-    base = folder.joinpath(*parts)
-    yield base.with_name(base.name + ".py")
-    yield base / "__init__.py"
-
-
-def module_files(module: str, path: Path, roots: tuple[Path, ...], exists: Callable[[Path], bool]) -> Iterator[tuple[Path, list[str]]]:
+def module_files(
+    module: str, path: Path, roots: tuple[Path, ...], exists: Callable[[str], bool], is_dir: Callable[[str], bool]
+) -> Iterator[tuple[Path, list[str]]]:
     """The files a module name (possibly relative, ``..models``, possibly naming an object
     inside a module, ``models.Net``) may refer to from ``path``, absolute names looked up
     under ``roots``: each with the names left over after the module part, longest module
-    first."""
+    first. ``exists`` says whether a file exists, ``is_dir`` whether a folder does (both
+    asked with string paths: this runs for every import of every file)."""
     level = len(module) - len(module.lstrip("."))
     parts = [p for p in module[level:].split(".") if p]
     if level:
-        folder = path.parent
+        folder = os.path.dirname(str(path))
         for _ in range(level - 1):
-            folder = folder.parent
-        roots = (folder,)
+            folder = os.path.dirname(folder)
+        folders = [folder]
         if not parts:
-            init = folder / "__init__.py"
+            init = os.path.join(folder, "__init__.py")
             if exists(init):
-                yield init, []
+                yield Path(init), []
             return
+    else:
+        folders = [str(root) for root in roots]
+    reach = [_folder_depth(folder, parts, is_dir) for folder in folders]
     for k in range(len(parts), 0, -1):
-        for folder in roots:
-            for candidate in _candidates(folder, parts[:k]):
+        for folder, depth in zip(folders, reach):
+            if k > depth + 1:
+                continue  # the folders on the way are not there
+            base = os.path.join(folder, *parts[:k])
+            for candidate in (base + ".py", os.path.join(base, "__init__.py")):
                 if exists(candidate):
-                    yield candidate, parts[k:]
+                    yield Path(candidate), parts[k:]
                     break
+
+
+def _folder_depth(folder: str, parts: list[str], is_dir: Callable[[str], bool]) -> int:
+    """How many of ``parts`` name nested folders under ``folder``."""
+    depth = 0
+    for part in parts:
+        folder = os.path.join(folder, part)
+        if not is_dir(folder):
+            break
+        depth += 1
+    return depth
 
 
 # --- the index -------------------------------------------------------------------------
@@ -360,6 +374,9 @@ class ProjectIndex:
     imports: dict[Path, tuple[Path, ...]] = field(default_factory=dict)
     _roots: dict[Path, tuple[Path, ...]] = field(default_factory=dict, repr=False)
     _digests: dict[Path, str] | None = field(default=None, repr=False)
+    # The summarised files and the folders holding them, as strings, for resolving names.
+    _files: set[str] = field(default_factory=set, repr=False)
+    _folders: set[str] | None = field(default=None, repr=False)
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -447,7 +464,7 @@ class ProjectIndex:
         """Summarise ``path`` from ``source`` (an editor's unsaved text) and add the files it
         imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
-        self._digests = None
+        self._digests = self._folders = None
         summary = summarize(source)
         if summary is None:
             self.summaries.pop(path, None)
@@ -462,7 +479,10 @@ class ProjectIndex:
         return self._roots[path]
 
     def resolve_module(self, module: str, path: Path) -> Iterator[tuple[Path, list[str]]]:
-        return module_files(module, path, self.roots(path), self.summaries.__contains__)
+        if self._folders is None:
+            self._files = {str(file) for file in self.summaries}
+            self._folders = {str(folder) for file in self.summaries for folder in file.parents}
+        return module_files(module, path, self.roots(path), self._files.__contains__, self._folders.__contains__)
 
 
 def _read_file(path: Path) -> bytes | None:
@@ -478,12 +498,19 @@ class _Builder:
         self.read = read
         self.cache = summary_cache
         self.extra = 0
-        self._files: dict[Path, bool] = {}
+        self._files: dict[str, bool] = {}
+        self._dirs: dict[str, bool] = {}
+        self._resolved: dict[tuple, list[Path]] = {}  # (module, where it is looked up) -> files
 
-    def exists(self, path: Path) -> bool:
+    def exists(self, path: str) -> bool:
         if path not in self._files:
-            self._files[path] = path.is_file()
+            self._files[path] = os.path.isfile(path)
         return self._files[path]
+
+    def is_dir(self, path: str) -> bool:
+        if path not in self._dirs:
+            self._dirs[path] = os.path.isdir(path)
+        return self._dirs[path]
 
     def summarize_file(self, path: Path) -> ModuleSummary | None:
         source = self.read(path)
@@ -521,15 +548,21 @@ class _Builder:
         """The module's file, and the packages' ``__init__.py`` on the way (they run first
         and may re-export names)."""
         roots = self.index.roots(path)
+        key = (module, path.parent if module.startswith(".") else roots)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(module, path, roots)
+        return self._resolved[key]
+
+    def _resolve(self, module: str, path: Path, roots: tuple[Path, ...]) -> list[Path]:
         files = []
-        for file, _rest in module_files(module, path, roots, self.exists):
+        for file, _rest in module_files(module, path, roots, self.exists, self.is_dir):
             files.append(file)
             break
         level = len(module) - len(module.lstrip("."))
         parts = [p for p in module[level:].split(".") if p]
         for k in range(1, len(parts)):
             prefix = "." * level + ".".join(parts[:k])
-            for file, rest in module_files(prefix, path, roots, self.exists):
+            for file, rest in module_files(prefix, path, roots, self.exists, self.is_dir):
                 if not rest and file.name == "__init__.py":
                     files.append(file)
                 break
