@@ -234,3 +234,19 @@ def test_digest_covers_files_imported_indirectly_and_through_cycles(tmp_path):
     assert all(after[name] != before[name] for name in before)
     index.update(tmp_path / "d.py", "import a\n\n\ndef f():\n    pass\n")
     assert index.digest(tmp_path / "a.py") == after["a.py"]  # nothing a imports changed
+
+
+def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
+    import json
+
+    (tmp_path / "models.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    cells = ["import torch\nfrom models import Net\n", "model = Net()\n", "torch.save(model, 'm.pt')\n"]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "train.ipynb").write_text(json.dumps(notebook))
+    result = run("check", "--no-cache", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", str(tmp_path / "train.ipynb"))
+    assert "train.ipynb:cell 3:1:12: TL501" in result.output

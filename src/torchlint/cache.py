@@ -25,10 +25,10 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
     return digest.hexdigest()
 
 
-def summary_key(source: bytes) -> str:
-    """The key of a file's project-index summary: its content alone."""
+def summary_key(source: bytes, suffix: str) -> str:
+    """The key of a file's project-index summary: its content (and kind) alone."""
     digest = hashlib.sha256()
-    digest.update(f"{torchlint.__version__}|summary|".encode())
+    digest.update(f"{torchlint.__version__}|summary|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 

@@ -63,11 +63,11 @@ def lint_source(source: bytes, path: Path | None, settings: Settings, options: R
     """Lint one file's bytes under the settings that apply to ``path``; ``project`` is the
     project index (semantic/project.py), or None."""
     rules = settings.rules_for(path)
+    view = project.view(path) if project is not None else None
     if path is not None and path.suffix == ".ipynb":
         from torchlint.notebook import lint_notebook
 
-        return lint_notebook(source, rules, options.fix_mode, options.with_edits)
-    view = project.view(path) if project is not None else None
+        return lint_notebook(source, rules, options.fix_mode, options.with_edits, view)
     return lint_module_source(source, rules, options.fix_mode, options.with_edits, view)
 
 

@@ -517,8 +517,8 @@ class _Builder:
         if source is None:
             return None
         if self.cache is not None:
-            return self.cache(source)
-        return summarize(source)
+            return self.cache(source, path.suffix)
+        return summarize_file_source(source, path.suffix)
 
     def add_imports(self, paths: Iterable[Path]) -> None:
         frontier = list(paths)
@@ -579,7 +579,7 @@ def build_index(
     builder = _Builder(index, _read_file, summary_cache)
     linted = []
     for file in files:
-        if file.suffix not in (".py", ".pyi"):
+        if file.suffix not in (".py", ".pyi", ".ipynb"):
             continue
         path = Path(os.path.abspath(file))
         summary = builder.summarize_file(path)
@@ -590,16 +590,27 @@ def build_index(
     return index
 
 
-def cached_summarize(root: Path) -> Callable[[bytes], ModuleSummary | None]:
-    """``summarize`` through the result cache, keyed by the file's content."""
+def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | None:
+    """The summary of a file's content: a module's, or a notebook's kernel code."""
+    if suffix == ".ipynb":
+        from torchlint.notebook import kernel_code
+
+        source = kernel_code(source if isinstance(source, bytes) else source.encode())
+        if source is None:
+            return None
+    return summarize(source)
+
+
+def cached_summarize(root: Path) -> Callable[[bytes, str], ModuleSummary | None]:
+    """``summarize_file_source`` through the result cache, keyed by the file's content."""
     from torchlint import cache
 
-    def summarize_cached(source: bytes) -> ModuleSummary | None:
-        key = cache.summary_key(source)
+    def summarize_cached(source: bytes, suffix: str) -> ModuleSummary | None:
+        key = cache.summary_key(source, suffix)
         found = cache.load(root, key)
         if isinstance(found, ModuleSummary):
             return found
-        summary = summarize(source)
+        summary = summarize_file_source(source, suffix)
         if summary is not None:
             cache.store(root, key, summary)
         return summary
