@@ -66,7 +66,6 @@ class ModuleSummary:
     imported_modules: tuple[str, ...]  # every module any import names ("" parts relative: ".models")
     classes: tuple[ClassSummary, ...]
     functions: tuple[FunctionSummary, ...]
-    star_imports: bool = False
 
     @cached_property
     def digest(self) -> str:
@@ -104,7 +103,6 @@ class _Summarizer:
         self.imports: dict[str, str] = {}  # every import binding of the file, by local name
         self.top_imports: list[tuple[str, str]] = []
         self.modules: list[str] = []
-        self.star = False
         self.defined = {
             n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         }
@@ -130,8 +128,7 @@ class _Summarizer:
         prefix = module if module.endswith(".") else module + "."
         for alias in node.names:
             if alias.name == "*":
-                self.star = self.star or top
-                continue
+                continue  # what it binds is unknown
             self.modules.append(prefix + alias.name)  # from . import models: maybe a module
             self._bind([(alias.asname or alias.name, prefix + alias.name)], top)
 
@@ -167,7 +164,6 @@ class _Summarizer:
             imported_modules=tuple(dict.fromkeys(self.modules)),
             classes=tuple(classes),
             functions=tuple(functions),
-            star_imports=self.star,
         )
 
     # --- classes
@@ -769,7 +765,7 @@ class ProjectView:
             target = self.symbol(call, found.path)
             if target is None:
                 parts.append(None)  # another package's layer, or a name the summary cannot see
-            elif isinstance(target.definition, ClassSummary) and self._class_kind(target, depth + 1) is None:
+            elif isinstance(target.definition, ClassSummary) and not any(b and b != "object" for b in target.definition.bases):
                 continue  # a plain class (a config, a helper object) builds no layer
             elif isinstance(target.definition, FunctionSummary):
                 parts.append(self._combine(self._built_mode(r, target.path, depth + 1) for r in target.definition.returns) if target.definition.returns else None)
