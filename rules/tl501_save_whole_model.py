@@ -18,9 +18,10 @@ class SaveWholeModel(Rule):
     such a module held in a dict that is saved (`torch.save({"model": model, "epoch": e}, path)`).
     A save into an in-memory buffer (`io.BytesIO`) is not reported: saving and loading a
     module through one is a deep-copy idiom, and no file outlives the program. Nor is a
-    round trip: a function that saves the module and loads the same path back whole
-    (`torch.load(path, weights_only=False)` used other than in `load_state_dict`), such as a
-    test that the whole module pickles, means to save the object.
+    round trip: a function that saves the module and loads the same path back whole with
+    `torch.load(path, weights_only=False)` (used other than in `load_state_dict`), such as a
+    test that the whole module pickles, means to save the object. (A load with the default
+    `weights_only=True` refuses the pickle: that save is reported.)
 
     ## Why is this bad?
     Saving the module pickles the whole object, which ties the file to the exact class
@@ -131,6 +132,7 @@ class SaveWholeModel(Rule):
         return any(
             (loaded := _argument(load, 0, "f")) is not None
             and self.context.module.code_for_node(loaded) == code
+            and _weights_only_false(load)
             and not all(self._inside_load_state_dict(use) for use in self._uses(load))
             for load in finder.loads
         )
@@ -191,6 +193,11 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression
     if any(a.star for a in positional[: position + 1]):
         return None
     return positional[position].value if len(positional) > position else None
+
+
+def _weights_only_false(load: cst.Call) -> bool:
+    value = _argument(load, 99, "weights_only")
+    return isinstance(value, cst.Name) and value.value == "False"
 
 
 def _dict_values(saved: cst.Dict | None) -> Iterator[cst.BaseExpression]:
