@@ -17,7 +17,11 @@ class SaveWholeModel(Rule):
     `self.model.eval()` together with `self.model(x)`, `.to()` or `.state_dict()`). Also finds
     such a module held in a dict that is saved (`torch.save({"model": model, "epoch": e}, path)`).
     A save into an in-memory buffer (`io.BytesIO`) is not reported: saving and loading a
-    module through one is a deep-copy idiom, and no file outlives the program.
+    module through one is a deep-copy idiom, and no file outlives the program. Nor is a
+    round trip: a function that saves the module and loads the same path back whole with
+    `torch.load(path, weights_only=False)` (used other than in `load_state_dict`), such as a
+    test that the whole module pickles, means to save the object. (A load with the default
+    `weights_only=True` refuses the pickle: that save is reported.)
 
     ## Why is this bad?
     Saving the module pickles the whole object, which ties the file to the exact class
@@ -67,7 +71,7 @@ class SaveWholeModel(Rule):
         if not self.semantic.is_call_to(node, "torch.save"):
             return
         obj = _argument(node, 0, "obj")
-        if obj is None or self._is_in_memory_buffer(_argument(node, 1, "f")):
+        if obj is None or self._is_in_memory_buffer(_argument(node, 1, "f")) or self._round_trip(node):
             return
         if self._is_module(obj):
             self._report(obj, self.message, fixable=True)
@@ -116,6 +120,23 @@ class SaveWholeModel(Rule):
             if not all(self._inside_load_state_dict(use) for use in self._uses(load)):
                 return True
         return False
+
+    def _round_trip(self, save: cst.Call) -> bool:
+        """The function that saves also loads the same path back whole."""
+        path = _argument(save, 1, "f")
+        function = self.semantic.enclosing_function(save)
+        if path is None or function is None:
+            return False
+        finder = _Loads(self.semantic)
+        function.visit(finder)
+        code = self.context.module.code_for_node(path)
+        return any(
+            (loaded := _argument(load, 0, "f")) is not None
+            and self.context.module.code_for_node(loaded) == code
+            and _weights_only_false(load)
+            and not all(self._inside_load_state_dict(use) for use in self._uses(load))
+            for load in finder.loads
+        )
 
     def _uses(self, load: cst.Call) -> list[cst.CSTNode]:
         """Where the loaded object is read: the call itself, or each read of the name it is
@@ -173,6 +194,11 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression
     if any(a.star for a in positional[: position + 1]):
         return None
     return positional[position].value if len(positional) > position else None
+
+
+def _weights_only_false(load: cst.Call) -> bool:
+    value = _argument(load, 99, "weights_only")
+    return isinstance(value, cst.Name) and value.value == "False"
 
 
 def _dict_values(saved: cst.Dict | None) -> Iterator[cst.BaseExpression]:

@@ -434,3 +434,26 @@ def test_linting_does_not_import_the_language_server(tmp_path):
 
     assert "TL501" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --- the project index ---------------------------------------------------------------------
+
+
+@lsp_test
+async def test_the_project_index_follows_open_documents_and_relints_their_importers(client: LanguageClient, tmp_path):
+    plain = "class Net:\n    pass\n"
+    module = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n"
+    models = write(tmp_path, "models.py", plain)
+    train_text = "import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n"
+    train = write(tmp_path, "train.py", train_text)
+    open_document(client, train, train_text)
+    assert await diagnostics(client, train) == []  # on disk, Net is not a module
+
+    # The editor's unsaved text wins over the disk, and the importer is linted again.
+    open_document(client, models, module)
+    (diagnostic,) = await diagnostics(client, train, after=1)
+    assert diagnostic.code == "TL501"
+
+    # Closed without saving: the file on disk holds again.
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=models)))
+    assert await diagnostics(client, train, after=2) == []

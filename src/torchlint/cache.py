@@ -16,9 +16,19 @@ from torchlint.rule import Finding, Rule
 DIRNAME = ".torchlint_cache"
 
 
-def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str) -> str:
+def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str, depends: str = "") -> str:
+    """The key of a file's findings; ``depends`` names what they depend on beyond the file (the
+    digest of the summaries of the project files it imports)."""
     digest = hashlib.sha256()
-    digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|".encode())
+    digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
+    digest.update(source)
+    return digest.hexdigest()
+
+
+def summary_key(source: bytes, suffix: str) -> str:
+    """The key of a file's project-index summary: its content (and kind) alone."""
+    digest = hashlib.sha256()
+    digest.update(f"{torchlint.__version__}|summary|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 
@@ -27,7 +37,7 @@ def _path(root: Path, key: str) -> Path:
     return root / DIRNAME / key[:2] / key[2:]
 
 
-def load(root: Path, key: str) -> list[Finding] | None:
+def load(root: Path, key: str) -> object | None:
     try:
         with _path(root, key).open("rb") as f:
             return pickle.load(f)
@@ -35,7 +45,7 @@ def load(root: Path, key: str) -> list[Finding] | None:
         return None
 
 
-def store(root: Path, key: str, findings: list[Finding]) -> None:
+def store(root: Path, key: str, findings: object) -> None:
     """Write one entry atomically (a temporary file, then a rename), so that runs at the same
     time over the same tree never see half an entry."""
     target = _path(root, key)

@@ -176,13 +176,17 @@ class RuleFailure:
 
 
 def run_rules(
-    module: cst.Module, rules: Sequence[type[Rule]], failures: dict[str, BaseException] | None = None
+    module: cst.Module,
+    rules: Sequence[type[Rule]],
+    failures: dict[str, BaseException] | None = None,
+    project: object = None,
 ) -> tuple[list[Finding], MetadataWrapper]:
     """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
     skipped for the rest of the traversal, its findings are dropped, and its exception is
-    added to ``failures`` (by code)."""
+    added to ``failures`` (by code). ``project`` is handed to the rules' semantic model as it
+    is (the project index's view of this file)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = RuleContext(wrapper)
+    context = RuleContext(wrapper, project)
     if rules:
         wrapper.visit_batched([rule(context) for rule in rules])
     if context.failures and failures is not None:
@@ -438,6 +442,7 @@ def lint_module_source(
     rules: Sequence[type[Rule]],
     fix_mode: frozenset[Applicability] = FixMode.NONE,
     with_edits: bool = False,
+    project: object = None,
     prescreen: bool = True,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
@@ -470,7 +475,7 @@ def lint_module_source(
         try:
             result = _lint_module(
                 source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
-                [r for r in waiting if r.code not in failures],
+                [r for r in waiting if r.code not in failures], project,
             )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
@@ -484,14 +489,14 @@ class _Restart(Exception):
     """A rule failed after fixes were applied: lint the file again from its source without it."""
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project) -> SourceResult:
     suppressions = find_suppressions(module.code)
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
     for pass_number in range(MAX_FIX_PASSES + 1):
         known = len(failures)
-        findings, wrapper = run_rules(module, rules, failures)
+        findings, wrapper = run_rules(module, rules, failures, project)
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]

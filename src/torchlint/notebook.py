@@ -87,8 +87,11 @@ def lint_notebook(
     rules: Sequence[type[Rule]],
     fix_mode: frozenset[Applicability] = FixMode.NONE,
     with_edits: bool = False,
+    project: object = None,
     prescreen: bool = True,  # see lint_module_source
 ) -> SourceResult:
+    """Lint (and fix) a notebook; ``project`` is handed to the kernel program's rules as
+    ``lint_module_source`` takes it."""
     try:
         notebook, text = _load(source)
         cells = _code_cells(notebook)
@@ -105,13 +108,13 @@ def lint_notebook(
             findings.append(error)
     # The kernel's cells are one program; each `%%writefile` cell is a module of its own.
     kernel = [cell for cell in valid if cell.runs_in_kernel]
-    programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel)] if kernel else []
-    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell]) for cell in valid if not cell.runs_in_kernel]
+    programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel, project)] if kernel else []
+    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell], None) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
     fixed_count = 0
     failures = []
-    for program_rules, program in programs:
-        found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits, prescreen)
+    for program_rules, program, program_project in programs:
+        found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits, program_project, prescreen)
         findings += found
         new_sources.update(fixed)
         fixed_count += count
@@ -126,17 +129,22 @@ def lint_notebook(
 
 
 def _lint_program(
-    cells: list[CodeCell], rules: Sequence[type[Rule]], fix_mode: frozenset[Applicability], with_edits: bool, prescreen: bool
+    cells: list[CodeCell],
+    rules: Sequence[type[Rule]],
+    fix_mode: frozenset[Applicability],
+    with_edits: bool,
+    project: object,
+    prescreen: bool,
 ) -> tuple[list[Finding], dict[int, str], int, list[RuleFailure]]:
     """The findings of cells joined into one module, the new source of each cell a fix
     changed, the number of fixes, and the rules that raised."""
     module = BOUNDARY.join("".join(cell.lines) for cell in cells)
-    result = lint_module_source(module, rules, fix_mode, with_edits, prescreen)
+    result = lint_module_source(module, rules, fix_mode, with_edits, project, prescreen=prescreen)
     fixed_parts = _parts(result.fixed_source, cells) if result.fixed_count else None
     if result.fixed_count and fixed_parts is None:
         # A fix crossed a cell boundary or rewrote a masked line: that result has no notebook
         # to go back into, so nothing is fixed and the findings are reported as they are.
-        result = lint_module_source(module, rules, FixMode.NONE, with_edits, prescreen)
+        result = lint_module_source(module, rules, FixMode.NONE, with_edits, project, prescreen=prescreen)
     parts = fixed_parts or _parts(result.fixed_source, cells)
     findings = _to_cells(result.findings, cells, parts)
     if fixed_parts is None:
@@ -144,6 +152,16 @@ def _lint_program(
     new_sources = {cell.number: _restore(cell, part) for cell, part in zip(cells, fixed_parts)}
     changed = {cell.number: new_sources[cell.number] for cell in cells if new_sources[cell.number] != cell.text}
     return findings, changed, result.fixed_count, result.failures
+
+
+def kernel_code(source: bytes) -> str | None:
+    """The code the kernel runs, its valid cells joined as they are linted (IPython syntax
+    masked); None for a file that is not a Python notebook."""
+    try:
+        cells = _code_cells(_load(source)[0])
+    except InvalidNotebook:
+        return None
+    return BOUNDARY.join("".join(c.lines) for c in cells if c.runs_in_kernel and _syntax_error(c) is None)
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -77,9 +77,10 @@ class RuleContext:
     """What a rule may ask about the file it is checking. The semantic model is built on
     first use, once per file, and shared by every rule."""
 
-    def __init__(self, wrapper: MetadataWrapper) -> None:
+    def __init__(self, wrapper: MetadataWrapper, project: object = None) -> None:
         self.wrapper = wrapper
         self.module = wrapper.module
+        self.project = project  # what the semantic layer knows of the file's project, opaque here
         self.findings: list[Finding] = []
         # Rules that raised on this file, by code: the first exception of each. A failed
         # rule is skipped for the rest of the traversal and its findings are dropped.
@@ -89,7 +90,7 @@ class RuleContext:
     def semantic(self) -> SemanticModel:
         from torchlint.semantic import SemanticModel
 
-        return SemanticModel(self.wrapper)
+        return SemanticModel(self.wrapper, self.project)
 
 
 class Rule(cst.BatchableCSTVisitor):

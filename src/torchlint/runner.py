@@ -59,17 +59,19 @@ def _unreadable(path: str, error: OSError) -> FileReport:
     return FileReport(path, [finding])
 
 
-def lint_source(source: bytes, path: Path | None, settings: Settings, options: RunOptions) -> SourceResult:
-    """Lint one file's bytes under the settings that apply to ``path``."""
+def lint_source(source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None) -> SourceResult:
+    """Lint one file's bytes under the settings that apply to ``path``; ``project`` is the
+    project index (semantic/project.py), or None."""
     rules = settings.rules_for(path)
+    view = project.view(path) if project is not None else None
     if path is not None and path.suffix == ".ipynb":
         from torchlint.notebook import lint_notebook
 
-        return lint_notebook(source, rules, options.fix_mode, options.with_edits)
-    return lint_module_source(source, rules, options.fix_mode, options.with_edits)
+        return lint_notebook(source, rules, options.fix_mode, options.with_edits, view)
+    return lint_module_source(source, rules, options.fix_mode, options.with_edits, view)
 
 
-def check_file(path: Path, settings: Settings, options: RunOptions) -> FileReport:
+def check_file(path: Path, settings: Settings, options: RunOptions, project=None) -> FileReport:
     shown = display_path(path)
     try:
         source = path.read_bytes()
@@ -77,11 +79,13 @@ def check_file(path: Path, settings: Settings, options: RunOptions) -> FileRepor
         return _unreadable(shown, error)
     key = None
     if options.use_cache and options.fix_mode == FixMode.NONE and not options.diff:
-        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix)
+        # The findings depend on the other project files this one imports: their summaries' digest.
+        depends = project.digest(path) if project is not None else ""
+        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, depends)
         cached = cache.load(settings.root, key)
         if cached is not None:
             return FileReport(shown, cached)
-    result = lint_source(source, path, settings, options)
+    result = lint_source(source, path, settings, options, project)
     report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
     report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
     if result.fixed_source != source:
@@ -92,18 +96,18 @@ def check_file(path: Path, settings: Settings, options: RunOptions) -> FileRepor
                 write_atomic(path, result.fixed_source, expected=source)
             except FileChanged:
                 report.warnings.append(f"{shown}: changed on disk while it was being fixed; left as it is")
-                _unfixed(report, source, path, settings, options)
+                _unfixed(report, source, path, settings, options, project)
             except OSError as error:
                 report.errors.append(RunError(shown, f"cannot write the fixed file: {error.strerror or error}"))
-                _unfixed(report, source, path, settings, options)
+                _unfixed(report, source, path, settings, options, project)
     elif key is not None and not result.failures:
         cache.store(settings.root, key, result.findings)
     return report
 
 
-def _unfixed(report: FileReport, source: bytes, path: Path, settings: Settings, options: RunOptions) -> None:
+def _unfixed(report: FileReport, source: bytes, path: Path, settings: Settings, options: RunOptions, project) -> None:
     """The file was not written: report what it still holds, and no fix as done."""
-    result = lint_source(source, path, settings, dataclasses.replace(options, fix_mode=FixMode.NONE))
+    result = lint_source(source, path, settings, dataclasses.replace(options, fix_mode=FixMode.NONE), project)
     report.findings, report.fixed_count = result.findings, 0
 
 
@@ -111,10 +115,19 @@ def _text(data: bytes | str) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
 
 
+# The project index of the run, given once to each worker process rather than with every file.
+_project = None
+
+
+def _set_project(project) -> None:
+    global _project
+    _project = project
+
+
 def _check_one(args: tuple[Path, Settings, RunOptions]) -> FileReport:
     path, settings, options = args
     try:
-        return check_file(*args)
+        return check_file(path, settings, options, _project)
     except Exception as error:  # a bug of ours must not hide the other files' findings
         shown = display_path(path)
         return FileReport(shown, errors=[RunError(shown, f"internal error: {type(error).__name__}: {error}")])
@@ -131,13 +144,15 @@ def check_files(
     jobs = jobs or os.cpu_count() or 1
     tasks = [(f, settings, options) for f in files]
     reports: list[FileReport] = []
+    project = _build_project(files, settings, options)
     if jobs <= 1 or len(files) < 2 * jobs:
+        _set_project(project)
         results: Iterable[FileReport] = map(_check_one, tasks)
         pool = None
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(max_workers=jobs)
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_set_project, initargs=(project,))
         results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
     try:
         for report in results:
@@ -145,6 +160,16 @@ def check_files(
             if progress is not None:
                 progress(len(reports), len(tasks))
     finally:
+        _set_project(None)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return reports
+
+
+def _build_project(files: Sequence[Path], settings: Settings, options: RunOptions):
+    """The project index over the files and the project files they import (what the semantic
+    layer knows of other files), built once per run."""
+    from torchlint.semantic.project import build_index, cached_summarize
+
+    summaries = cached_summarize(settings.root) if options.use_cache else None
+    return build_index(files, settings.root, summaries)

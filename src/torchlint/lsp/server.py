@@ -5,7 +5,10 @@ worker thread so a slow file never blocks the protocol, and a result for a versi
 editor has already moved past is dropped. Each diagnostic carries its fix as text edits,
 so a quick fix needs no second lint; "fix all" runs the engine's safe fixes on the whole
 document. Settings come from the same configuration files as the command line, resolved
-once per configuration file and reloaded when one changes.
+once per configuration file and reloaded when one changes. The project index (facts about
+the other files of the project) is kept per project root: a document's summary is replaced
+whenever it is linted (open documents' text wins over the disk), and the open documents that
+import it are linted again when its summary changes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
@@ -35,6 +39,7 @@ from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
 from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, lint_module_source
 from torchlint.rule import Applicability, Finding, Location
+from torchlint.semantic.project import ProjectIndex, ProjectView
 
 SOURCE = "torchlint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
@@ -81,6 +86,49 @@ class SettingsCache:
         with self._lock:
             self._config_files.clear()
             self._settings.clear()
+
+
+class ProjectIndexes:
+    """The project index of each project root, shared by the lints of its documents."""
+
+    def __init__(self, open_text) -> None:
+        self._lock = threading.Lock()
+        self._indexes: dict[Path, ProjectIndex] = {}
+        self._open_text = open_text  # path -> the text of the open document, or None
+
+    def _read(self, path: Path) -> str | bytes | None:
+        text = self._open_text(path)
+        if text is not None:
+            return text
+        try:
+            return path.read_bytes()
+        except OSError:
+            return None
+
+    def update(self, root: Path, path: Path, text: str) -> tuple[ProjectView | None, bool]:
+        """Summarise the document's text into its root's index: what its lint sees of the
+        project, and whether its summary changed."""
+        with self._lock:
+            index = self._indexes.setdefault(root, ProjectIndex(root))
+            before = index.summaries.get(path)
+            index.update(path, text, self._read)
+            changed = index.summaries.get(path) != before
+            # The lint runs in its own thread while other documents update the index: it gets
+            # a copy of the tables (the summaries themselves never change).
+            snapshot = ProjectIndex(index.root, dict(index.summaries), dict(index.imports), dict(index._roots))
+        return snapshot.view(path), changed
+
+    def importers(self, root: Path, path: Path, candidates: list[Path]) -> list[Path]:
+        """Those of ``candidates`` that import ``path``, directly or not."""
+        with self._lock:
+            index = self._indexes.get(root)
+            if index is None:
+                return []
+            return [c for c in candidates if c != path and path in index.dependencies(c)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._indexes.clear()
 
 
 # --- findings as LSP objects ------------------------------------------------------------
@@ -204,6 +252,7 @@ class TorchlintServer(LanguageServer):
             protocol_cls=TorchlintProtocol,
         )
         self.settings = SettingsCache()
+        self.projects = ProjectIndexes(self.open_text)
         self.pending: dict[str, asyncio.Task] = {}  # debounced lints not started yet, by uri
         self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
         self.safe_fix_known: dict[str, tuple[int | None, bool]] = {}  # uri -> (version, has a safe fix)
@@ -222,6 +271,18 @@ class TorchlintServer(LanguageServer):
         if scheme not in LINTED_SCHEMES or not is_python:
             return None
         return Snapshot(uri, document.version, document.source, path)
+
+    def open_text(self, path: Path) -> str | None:
+        """The text of the open document at ``path``, or None."""
+        for document in list(self.workspace.text_documents.values()):
+            if document.path is not None and Path(document.path) == path and document.uri.startswith("file:"):
+                return document.source
+        return None
+
+    def project_root(self, settings: Settings) -> Path:
+        if settings.config_file is not None:
+            return settings.root
+        return Path(self.workspace.root_path or settings.root)
 
     def settings_for(self, path: Path | None) -> Settings:
         if path is not None:
@@ -245,16 +306,18 @@ class TorchlintServer(LanguageServer):
             if snapshot is None:
                 return
             try:
-                diagnostics, failures = await in_thread(self.lint, snapshot)
+                diagnostics, failures, changed = await in_thread(self.lint, snapshot)
             except ConfigError as error:
                 self.show_error(f"torchlint: {error}")
-                diagnostics, failures = [], []
+                diagnostics, failures, changed = [], [], False
             except Exception as error:  # a bug of ours must not take the server down
                 self.show_error(f"torchlint: internal error on {snapshot.path or uri}: {type(error).__name__}: {error}")
                 return
         for failure in failures:
             # As ruff's server does with a panic: the details in the log, the user told once.
             self.show_error(f"torchlint: {snapshot.path or uri}: {failure.describe()}")
+        if changed:
+            self.lint_importers(snapshot.path)
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != snapshot.version:
             return  # closed, or edited meanwhile: the newer version's lint publishes
@@ -263,26 +326,45 @@ class TorchlintServer(LanguageServer):
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version)
         )
 
-    def lint(self, snapshot: Snapshot) -> tuple[list[types.Diagnostic], list[RuleFailure]]:
-        """The document's diagnostics, and the rules that failed on it; runs in a worker thread."""
+    def lint(self, snapshot: Snapshot) -> tuple[list[types.Diagnostic], list[RuleFailure], bool]:
+        """The document's diagnostics, the rules that failed on it, and whether its summary in
+        the project index changed; runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
+        project, changed = self.project_view(snapshot, settings)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
-            return [], []
-        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, with_edits=True)
+            return [], [], changed
+        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project)
         lines = split_lines(snapshot.text)
         diagnostics = [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
-        return diagnostics, result.failures
+        return diagnostics, result.failures, changed
+
+    def project_view(self, snapshot: Snapshot, settings: Settings) -> tuple[ProjectView | None, bool]:
+        if snapshot.path is None or snapshot.path.suffix not in PYTHON_SUFFIXES:
+            return None, False
+        return self.projects.update(self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text)
+
+    def lint_importers(self, path: Path | None) -> None:
+        """Lint again the open documents that import ``path``, whose summary just changed."""
+        if path is None:
+            return
+        path = Path(os.path.abspath(path))
+        root = self.project_root(self.settings_for(path))
+        documents = {Path(os.path.abspath(d.path)): uri for uri, d in list(self.workspace.text_documents.items()) if d.path and uri.startswith("file:")}
+        for importer in self.projects.importers(root, path, list(documents)):
+            self.schedule_lint(documents[importer], DEBOUNCE_SECONDS)
 
     def fix_safely(self, snapshot: Snapshot) -> str:
         """The document with every safe fix applied; runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return snapshot.text
-        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.SAFE)
+        project, _ = self.project_view(snapshot, settings)
+        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.SAFE, False, project)
         return result.fixed_source  # text in, text out
 
     def reload_settings(self) -> None:
         self.settings.clear()
+        self.projects.clear()
         self.shown_errors.clear()
         for uri in list(self.workspace.text_documents):
             self.schedule_lint(uri, 0)
@@ -294,6 +376,23 @@ class TorchlintServer(LanguageServer):
         self.safe_fix_known.pop(uri, None)
         self.lint_locks.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.forget_unsaved(uri)
+
+    def forget_unsaved(self, uri: str) -> None:
+        """A closed document is what its file holds again, for the documents importing it."""
+        if urlparse(uri).scheme != "file":
+            return
+        path = Path(to_fs_path(uri))
+        if path.suffix not in PYTHON_SUFFIXES:
+            return
+        try:
+            text = path.read_bytes()
+            settings = self.settings_for(path)
+        except (OSError, ConfigError):
+            return
+        _, changed = self.projects.update(self.project_root(settings), Path(os.path.abspath(path)), text)
+        if changed:
+            self.lint_importers(path)
 
     def show_error(self, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))

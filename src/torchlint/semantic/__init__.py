@@ -15,20 +15,25 @@ Precision comes first: a name whose value is not known has no kind, and rules st
 
 from __future__ import annotations
 
+import builtins
 import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 from libcst.metadata import (
     Assignment,
     MetadataWrapper,
     PositionProvider,
+    QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
+
+if TYPE_CHECKING:
+    from torchlint.semantic.project import ProjectView
 
 
 class Kind(enum.Enum):
@@ -84,6 +89,8 @@ def _module_class_kind(qname: str) -> Kind | None:
         return Kind.MODULE
     return None
 
+
+_BUILTIN_NAMES = frozenset(f"builtins.{name}" for name in dir(builtins))
 
 # Contexts under which no autograd graph is recorded, by qualified name.
 GRAD_OFF = {
@@ -246,11 +253,13 @@ class SemanticModel:
     """Facts about one file's PyTorch objects. Build it with ``SemanticModel.build(wrapper)``."""
 
 
-    def __init__(self, wrapper: MetadataWrapper) -> None:
+    def __init__(self, wrapper: MetadataWrapper, project: ProjectView | None = None) -> None:
         self.wrapper = wrapper
+        self.project = project  # the project index as this file sees it (semantic/project.py)
         self.module = wrapper.module
         self.scopes = wrapper.resolve(ScopeProvider)
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
+        self._imported_cache: dict[cst.CSTNode, list[str]] = {}
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.classes: dict[cst.ClassDef, ClassInfo] = {}
         self.functions: dict[str, list[cst.FunctionDef]] = {}
@@ -352,6 +361,44 @@ class SemanticModel:
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         return next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
 
+    # --- other files of the project (the project index) ---------------------------------
+
+    def imported_names(self, node: cst.CSTNode) -> list[str]:
+        """The qualified names ``node`` has through the file's imports (torch's aside), sorted."""
+        if node not in self._imported_cache:
+            scope = self.scopes.get(node)
+            names = scope.get_qualified_names_for(node) if scope is not None else ()
+            self._imported_cache[node] = sorted(
+                q.name for q in names if q.source is QualifiedNameSource.IMPORT and not q.name.startswith("torch.")
+            )
+        return self._imported_cache[node]
+
+    def _project_fact(self, node: cst.CSTNode, fact: str):
+        """What the project index says of the class or function an imported name refers to:
+        ``fact`` is a method of ``ProjectView``. None without an index or when unknown."""
+        if self.project is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        if not any(not q.startswith("torch.") and q not in _BUILTIN_NAMES for q in self.qualified_names(node)):
+            return None  # cheap: most calls are torch's, builtins, or the file's own
+        for qname in self.imported_names(node):
+            found = getattr(self.project, fact)(qname)
+            if found is not None:
+                return found
+        return None
+
+    def project_class_kind(self, expr: cst.BaseExpression) -> Kind | None:
+        """The kind of a class imported from another file of the project."""
+        return self._project_fact(expr, "class_kind")
+
+    def project_mode_layers(self, func: cst.BaseExpression) -> bool | None:
+        """Whether what an imported project class or factory builds holds a layer that train
+        mode changes (True), is known to hold none (False), or neither is known (None)."""
+        return self._project_fact(func, "mode_layers")
+
+    def project_mode_effect(self, func: cst.BaseExpression) -> str | None:
+        """``"eval"`` or ``"train"``: the mode an imported project function leaves modules in."""
+        return self._project_fact(func, "mode_effect")
+
     # --- kinds -------------------------------------------------------------------------
 
     def class_kind(self, info: ClassInfo, seen: frozenset = frozenset()) -> Kind | None:
@@ -364,6 +411,9 @@ class SemanticModel:
             if kind is not None:
                 return kind
         for arg in info.node.bases:
+            kind = self.project_class_kind(arg.value)
+            if kind is not None:
+                return kind
             local = self._local_class(arg.value)
             if local is not None and local.node not in seen:
                 kind = self.class_kind(local, seen | {info.node})
@@ -445,6 +495,9 @@ class SemanticModel:
                 return kind
             if qname == "torch.compile" and call.args and follow_names:
                 return self.kind(call.args[0].value)
+        kind = self._project_fact(call.func, "call_kind")
+        if kind is not None:
+            return kind
         if not follow_names:
             return None
         if isinstance(call.func, cst.Name):
@@ -497,7 +550,7 @@ class SemanticModel:
             if kind is not None:
                 return kind
         local = self._local_class(annotation) if isinstance(annotation, cst.Name) else None
-        return self.class_kind(local) if local is not None else None
+        return self.class_kind(local) if local is not None else self.project_class_kind(annotation)
 
     def kind(self, expr: cst.BaseExpression) -> Kind | None:
         """What ``expr`` holds, if the file says: an ``nn.Module``, an optimizer, a scheduler,

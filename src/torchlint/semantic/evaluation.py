@@ -429,9 +429,11 @@ class EvaluationFacts:
                     effects = {self._effect(f) for f in callees}
                     mode = effects.pop() if len(effects) == 1 else None
                 else:
-                    ws = self._callee_words(call)
-                    mode = EVAL if EVAL in ws else TRAIN if ws and ws[0] in (TRAIN, "fit") else None
-                    explicit = False
+                    mode = self.model.project_mode_effect(call.func)  # a function of another project file
+                    if mode is None:
+                        ws = self._callee_words(call)
+                        mode = EVAL if EVAL in ws else TRAIN if ws and ws[0] in (TRAIN, "fit") else None
+                        explicit = False
             if mode is not None:
                 events.append(_ModeEvent(self._start(call), call, mode, explicit))
         return events
@@ -792,6 +794,8 @@ class EvaluationFacts:
                     cls = facts._local_definition(node.func, cst.ClassDef)
                     if cls is not None and cls not in seen:
                         found = found or facts._builds_mode_layer_in(cls, seen | {cls})
+                    elif cls is None:  # a class or factory of another project file
+                        found = found or facts.model.project_mode_layers(node.func) is True
 
         call.visit(Calls())
         return found
@@ -856,7 +860,9 @@ class EvaluationFacts:
                 return self._layer_mode_free(call) and all(self._contents_mode_free(a, seen) for a in call.args)
             return self._layer_mode_free(call)
         cls = self._local_definition(call.func, cst.ClassDef)
-        return cls is not None and self._class_mode_free(cls, seen)
+        if cls is None:  # a class or factory of another project file
+            return self.model.project_mode_layers(call.func) is False
+        return self._class_mode_free(cls, seen)
 
     def _contents_mode_free(self, arg: cst.Arg, seen: frozenset) -> bool:
         """An argument of ``nn.Sequential``/``ModuleList``/``ModuleDict`` built at the call:
@@ -911,7 +917,10 @@ class EvaluationFacts:
             if base is not None:
                 free = free and self._class_mode_free(base, seen)
             else:
-                free = free and self.model.qualified_name(arg.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+                free = free and (
+                    self.model.qualified_name(arg.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+                    or self.model.project_mode_layers(arg.value) is False
+                )
         methods = [f for f in self.functions if self._inside(f, cls)]
         free = free and all(self._calls_mode_free(f, seen) for f in methods)
         if len(seen) == 1:
@@ -945,7 +954,8 @@ class EvaluationFacts:
                 if qname.rpartition(".")[2] in _BUILDING_BUILTINS:
                     return False
             elif isinstance(root, cst.Name) and any(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in self.model.assignments(root)):
-                return False  # a layer from another package
+                if self.model.project_mode_layers(func) is not False:
+                    return False  # a layer from another package, or from a project file that shows one
             elif isinstance(func, cst.Name):
                 defined = self._local_definition(func, (cst.ClassDef, cst.FunctionDef))
                 if isinstance(defined, cst.ClassDef):

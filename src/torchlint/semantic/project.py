@@ -1,0 +1,833 @@
+"""The project index: what one file needs to know about the other files of its project.
+
+Each Python file is summarised from Python's own ``ast`` (a C parser, much cheaper than
+LibCST) into plain, picklable data: its import bindings, its classes (bases, the layers
+they build, the project classes and functions they call) and its functions (what they
+return, the modes they switch models to). Summaries keep names as qualified names through
+the file's own imports (``torch.nn.Module``, ``.models.Net``, ``models.build_model``); a
+name defined in the file itself stays bare (``Net``).
+
+``build_index`` summarises the files being linted and the project files they import,
+transitively and bounded, resolving module names to files as Python would from the project
+root. ``ProjectIndex.view(path)`` is what one file's lint sees: the semantic model asks it
+about names its file imports. A name that does not resolve to a project file, a star
+import, or a fact a summary could not see is unknown, and the rules stay silent.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+# Enough to follow a package's __init__ re-exports down to the class that builds the layers.
+MAX_IMPORT_DEPTH = 6
+# Files added beyond the linted ones: an import of a huge sibling tree stays bounded.
+MAX_EXTRA_FILES = 2000
+_MAX_RESOLUTION = 12  # re-export chains and class hierarchies followed in one question
+
+_BUILTINS = frozenset(dir(builtins))
+DEPENDENT, FREE = True, False  # a class's mode facts; None: unknown
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    name: str
+    bases: tuple[str, ...]  # qualified names; "" for a base that is not a plain name
+    # Builds or runs a layer that train mode changes (dropout, batch norm, RReLU, a
+    # transformer layer, ``dropout=``), calls such a function, or reads ``.training``.
+    mode_layers: bool
+    # Calls something whose effect on modes is not visible (so "free" cannot be known).
+    mode_unknown: bool
+    # Qualified names of the calls it makes that may be project classes or functions.
+    calls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    name: str
+    # What each ``return`` gives: the qualified name of the call that built it, or "" for
+    # a value the summary cannot name. Tuples and bare ``return`` are left out.
+    returns: tuple[str, ...]
+    # Mode switches in the function's own body, in order: "eval", "train", or
+    # "call:<qualified name>" for a call of a plain function (resolved when asked).
+    mode_events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    imports: tuple[tuple[str, str], ...]  # (local name, qualified name) of top-level imports
+    imported_modules: tuple[str, ...]  # every module any import names ("" parts relative: ".models")
+    classes: tuple[ClassSummary, ...]
+    functions: tuple[FunctionSummary, ...]
+
+    @cached_property
+    def digest(self) -> str:
+        return hashlib.sha256(repr(self).encode()).hexdigest()
+
+
+# --- summarising one file --------------------------------------------------------------
+
+
+def summarize(source: bytes | str) -> ModuleSummary | None:
+    """The summary of one module's source; None when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _Summarizer(tree).summary()
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+class _Summarizer:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.imports: dict[str, str] = {}  # every import binding of the file, by local name
+        self.top_imports: list[tuple[str, str]] = []
+        self.modules: list[str] = []
+        self.defined = {
+            n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        top = {id(n) for n in _top_level_imports(tree.body)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._import(node, id(node) in top)
+
+    def _import(self, node: ast.Import | ast.ImportFrom, top: bool) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.modules.append(alias.name)
+                if alias.asname:
+                    bindings = [(alias.asname, alias.name)]
+                else:
+                    head = alias.name.split(".")[0]
+                    bindings = [(head, head)]
+                self._bind(bindings, top)
+            return
+        module = "." * node.level + (node.module or "")
+        if node.module:
+            self.modules.append(module)
+        prefix = module if module.endswith(".") else module + "."
+        for alias in node.names:
+            if alias.name == "*":
+                continue  # what it binds is unknown
+            self.modules.append(prefix + alias.name)  # from . import models: maybe a module
+            self._bind([(alias.asname or alias.name, prefix + alias.name)], top)
+
+    def _bind(self, bindings: list[tuple[str, str]], top: bool) -> None:
+        for local, qualified in bindings:
+            self.imports.setdefault(local, qualified)
+            if top:
+                self.top_imports.append((local, qualified))
+
+    def qualify(self, node: ast.expr) -> str | None:
+        """The qualified name of a name or attribute chain: through the file's imports, or
+        bare for a top-level definition of the file; None for anything else."""
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.defined:
+            return dotted
+        if head in self.imports:
+            target = self.imports[head]
+            return f"{target}.{rest}" if rest else target
+        return None
+
+    def summary(self) -> ModuleSummary:
+        classes, functions = [], []
+        for node in self.tree.body:
+            if isinstance(node, ast.ClassDef):
+                classes.append(self._class(node))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append(self._function(node))
+        return ModuleSummary(
+            imports=tuple(self.top_imports),
+            imported_modules=tuple(dict.fromkeys(self.modules)),
+            classes=tuple(classes),
+            functions=tuple(functions),
+        )
+
+    # --- classes
+
+    def _class(self, node: ast.ClassDef) -> ClassSummary:
+        from torchlint.semantic.evaluation import _BUILDING_BUILTINS, _LOADING, _MODE_FUNCTIONS, _PLAIN_METHODS
+
+        bases = tuple(self.qualify(b) or "" for b in node.bases)
+        mode_layers = unknown = False
+        calls: list[str] = []
+        for method in node.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            builds = method.name == "__init__"
+            for sub in _walk_function(method):
+                if isinstance(sub, ast.Attribute) and sub.attr == "training":
+                    mode_layers = True
+                if not isinstance(sub, ast.Call):
+                    continue
+                qname = self.qualify(sub.func)
+                if qname is None:
+                    if isinstance(sub.func, ast.Name) and sub.func.id in _BUILTINS:
+                        unknown = unknown or sub.func.id in _BUILDING_BUILTINS
+                    elif builds and not _on_self(sub.func) and not (
+                        isinstance(sub.func, ast.Attribute) and sub.func.attr in _PLAIN_METHODS
+                    ):
+                        unknown = True  # a layer built by a parameter or an unknown object
+                    continue
+                last = qname.rpartition(".")[2]
+                if qname.startswith("torch.nn.functional."):
+                    mode_layers = mode_layers or bool(_MODE_FUNCTIONS.search(last))
+                elif qname.startswith("torch.nn.") and last[:1].isupper():
+                    mode_layers = mode_layers or not _layer_mode_free(last, sub)
+                elif qname.startswith("torch."):
+                    unknown = unknown or qname in _LOADING
+                else:
+                    calls.append(qname)  # a project class or function, or another package
+        return ClassSummary(node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)))
+
+    # --- functions
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionSummary:
+        from torchlint.semantic import MODULE_RETURNS_SELF
+
+        built: dict[str, str] = {}  # local name -> the call that built its latest value
+        returns: list[str] = []
+        events: list[str] = []
+        for sub in _walk_function(node):
+            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+                built[sub.targets[0].id] = self._built_by(sub.value, built, MODULE_RETURNS_SELF)
+            elif isinstance(sub, ast.Return) and sub.value is not None and not isinstance(sub.value, ast.Tuple):
+                returns.append(self._built_by(sub.value, built, MODULE_RETURNS_SELF))
+            elif isinstance(sub, ast.Call):
+                event = self._mode_event(sub)
+                if event is not None:
+                    events.append(event)
+        return FunctionSummary(node.name, tuple(returns), tuple(events))
+
+    def _built_by(self, value: ast.expr, built: dict[str, str], returns_self: frozenset) -> str:
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in returns_self:
+            value = value.func.value  # Net().to(device)
+        if isinstance(value, ast.Name):
+            return built.get(value.id, "")
+        if isinstance(value, ast.Call):
+            return self.qualify(value.func) or ""
+        return ""
+
+    def _mode_event(self, call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train") and not _on_self(func):
+            if func.attr == "eval":
+                return "eval" if not call.args and not call.keywords else None
+            if not call.args and not call.keywords:
+                return "train"
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
+                return "train" if call.args[0].value else "eval"
+            return None
+        if isinstance(func, ast.Name):
+            qname = self.qualify(func)
+            return f"call:{qname}" if qname is not None else None
+        return None
+
+
+def _top_level_imports(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The imports that bind module-level names, also under a top-level ``try`` or ``if``
+    (``try: from .x import Y``)."""
+    for statement in body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            yield statement
+        elif isinstance(statement, ast.If):
+            yield from _top_level_imports(statement.body)
+            yield from _top_level_imports(statement.orelse)
+        elif isinstance(statement, ast.Try):
+            for block in (statement.body, statement.orelse, statement.finalbody, *(h.body for h in statement.handlers)):
+                yield from _top_level_imports(block)
+
+
+def _walk_function(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body in source order, nested functions and classes aside."""
+    stack = list(reversed(node.body))
+    while stack:
+        sub = stack.pop()
+        yield sub
+        children = [c for c in ast.iter_child_nodes(sub) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
+        stack.extend(reversed(children))
+
+
+def _on_self(func: ast.expr) -> bool:
+    """``self.f`` or ``super().f``."""
+    if not isinstance(func, ast.Attribute):
+        return False
+    value = func.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+        return True
+    return isinstance(value, ast.Name) and value.id == "self"
+
+
+def _layer_mode_free(layer: str, call: ast.Call) -> bool:
+    """As ``EvaluationFacts._layer_mode_free``, on an ``ast`` call."""
+    from torchlint.semantic.evaluation import _MODE_LAYERS
+
+    if _MODE_LAYERS.search(layer):
+        return False
+    for keyword in call.keywords:
+        if keyword.arg == "dropout":
+            if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0):
+                return False
+    return not (layer in ("RNN", "LSTM", "GRU") and len(call.args) >= 6)
+
+
+# --- resolving modules to files --------------------------------------------------------
+
+
+def _package_root(path: Path) -> Path:
+    """The folder above the outermost package that holds ``path``."""
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def search_roots(path: Path, root: Path) -> tuple[Path, ...]:
+    """Where an absolute import in ``path`` is looked up, as Python would find it when the
+    file runs as a script, as part of its package, or from the project root (``src/``
+    layouts too)."""
+    roots = [path.parent, _package_root(path), root, root / "src"]
+    return tuple(dict.fromkeys(roots))
+
+
+def module_files(
+    module: str, path: Path, roots: tuple[Path, ...], exists: Callable[[str], bool], is_dir: Callable[[str], bool]
+) -> Iterator[tuple[Path, list[str]]]:
+    """The files a module name (possibly relative, ``..models``, possibly naming an object
+    inside a module, ``models.Net``) may refer to from ``path``, absolute names looked up
+    under ``roots``: each with the names left over after the module part, longest module
+    first. ``exists`` says whether a file exists, ``is_dir`` whether a folder does (both
+    asked with string paths: this runs for every import of every file)."""
+    level = len(module) - len(module.lstrip("."))
+    parts = [p for p in module[level:].split(".") if p]
+    if level:
+        folder = os.path.dirname(str(path))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        folders = [folder]
+        if not parts:
+            init = os.path.join(folder, "__init__.py")
+            if exists(init):
+                yield Path(init), []
+            return
+    else:
+        folders = [str(root) for root in roots]
+    reach = [_folder_depth(folder, parts, is_dir) for folder in folders]
+    for k in range(len(parts), 0, -1):
+        for folder, depth in zip(folders, reach):
+            if k > depth + 1:
+                continue  # the folders on the way are not there
+            base = os.path.join(folder, *parts[:k])
+            for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                if exists(candidate):
+                    yield Path(candidate), parts[k:]
+                    break
+
+
+def _folder_depth(folder: str, parts: list[str], is_dir: Callable[[str], bool]) -> int:
+    """How many of ``parts`` name nested folders under ``folder``."""
+    depth = 0
+    for part in parts:
+        folder = os.path.join(folder, part)
+        if not is_dir(folder):
+            break
+        depth += 1
+    return depth
+
+
+# --- the index -------------------------------------------------------------------------
+
+
+@dataclass
+class ProjectIndex:
+    """Summaries of the project's files, by absolute path, and the files each one imports."""
+
+    root: Path
+    summaries: dict[Path, ModuleSummary] = field(default_factory=dict)
+    imports: dict[Path, tuple[Path, ...]] = field(default_factory=dict)
+    _roots: dict[Path, tuple[Path, ...]] = field(default_factory=dict, repr=False)
+    _digests: dict[Path, str] | None = field(default=None, repr=False)
+    # The summarised files and the folders holding them, as strings, for resolving names.
+    _files: set[str] = field(default_factory=set, repr=False)
+    _folders: set[str] | None = field(default=None, repr=False)
+
+    def view(self, path: Path | None) -> ProjectView | None:
+        if path is None:
+            return None
+        path = Path(os.path.abspath(path))
+        if path not in self.summaries:
+            return None
+        return ProjectView(self, path)
+
+    def dependencies(self, path: Path) -> list[Path]:
+        """Every file ``path`` imports, directly or not, in the index."""
+        path = Path(os.path.abspath(path))
+        seen = {path}
+        stack = [path]
+        while stack:
+            for dep in self._imported(stack.pop()):
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        seen.discard(path)
+        return sorted(seen)
+
+    def digest(self, path: Path) -> str:
+        """What a file's lint depends on in other files: the summaries of the files it
+        imports, directly or not, and where they are."""
+        if self._digests is None:
+            self._digests = self._component_digests()
+        return self._digests.get(Path(os.path.abspath(path)), "")
+
+    def _component_digests(self) -> dict[Path, str]:
+        """Per file, a digest of the summaries of every file it reaches through imports: one
+        per strongly connected component of the import graph (files that import each other
+        share it), over its members and the digests of the components it imports (Tarjan's
+        algorithm yields those first). Linear in the graph."""
+        number: dict[Path, int] = {}
+        low: dict[Path, int] = {}
+        stack: list[Path] = []
+        on_stack: set[Path] = set()
+        digests: dict[Path, str] = {}
+        for start in self.summaries:
+            if start in number:
+                continue
+            number[start] = low[start] = len(number)
+            stack.append(start)
+            on_stack.add(start)
+            work = [(start, self._imported(start))]
+            while work:
+                node, children = work[-1]
+                for child in children:
+                    if child not in number:
+                        number[child] = low[child] = len(number)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, self._imported(child)))
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], number[child])
+                else:
+                    work.pop()
+                    if work:
+                        low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                    if low[node] == number[node]:
+                        members = []
+                        while not members or members[-1] != node:
+                            members.append(stack.pop())
+                            on_stack.discard(members[-1])
+                        self._digest_component(members, digests)
+        return digests
+
+    def _imported(self, path: Path) -> Iterator[Path]:
+        return (d for d in self.imports.get(path, ()) if d in self.summaries)
+
+    def _digest_component(self, members: list[Path], digests: dict[Path, str]) -> None:
+        digest = hashlib.sha256()
+        for member in sorted(members):
+            digest.update(f"{member}|{self.summaries[member].digest}|".encode())
+        inside = set(members)
+        imported = {digests[d] for m in members for d in self._imported(m) if d not in inside}
+        for child in sorted(imported):
+            digest.update(child.encode())
+        for member in members:
+            digests[member] = digest.hexdigest()
+
+    def update(self, path: Path, source: bytes | str, read: Callable[[Path], bytes | str | None] | None = None) -> None:
+        """Summarise ``path`` from ``source`` (an editor's unsaved text) and add the files it
+        imports that are not indexed yet."""
+        path = Path(os.path.abspath(path))
+        self._digests = self._folders = None
+        summary = summarize(source)
+        if summary is None:
+            self.summaries.pop(path, None)
+            self.imports.pop(path, None)
+            return
+        self.summaries[path] = summary
+        _Builder(self, read or _read_file, None).add_imports([path])
+
+    def roots(self, path: Path) -> tuple[Path, ...]:
+        if path not in self._roots:
+            self._roots[path] = search_roots(path, self.root)
+        return self._roots[path]
+
+    def resolve_module(self, module: str, path: Path) -> Iterator[tuple[Path, list[str]]]:
+        if self._folders is None:
+            self._files = {str(file) for file in self.summaries}
+            self._folders = {str(folder) for file in self.summaries for folder in file.parents}
+        return module_files(module, path, self.roots(path), self._files.__contains__, self._folders.__contains__)
+
+
+def _read_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+class _Builder:
+    def __init__(self, index: ProjectIndex, read: Callable[[Path], bytes | str | None], summary_cache) -> None:
+        self.index = index
+        self.read = read
+        self.cache = summary_cache
+        self.extra = 0
+        self._files: dict[str, bool] = {}
+        self._dirs: dict[str, bool] = {}
+        self._resolved: dict[tuple, list[Path]] = {}  # (module, where it is looked up) -> files
+
+    def exists(self, path: str) -> bool:
+        if path not in self._files:
+            self._files[path] = os.path.isfile(path)
+        return self._files[path]
+
+    def is_dir(self, path: str) -> bool:
+        if path not in self._dirs:
+            self._dirs[path] = os.path.isdir(path)
+        return self._dirs[path]
+
+    def summarize_file(self, path: Path) -> ModuleSummary | None:
+        source = self.read(path)
+        if source is None:
+            return None
+        if self.cache is not None:
+            return self.cache(source, path.suffix)
+        return summarize_file_source(source, path.suffix)
+
+    def add_imports(self, paths: Iterable[Path]) -> None:
+        frontier = list(paths)
+        for _depth in range(MAX_IMPORT_DEPTH):
+            found: list[Path] = []
+            for path in frontier:
+                deps: list[Path] = []
+                for module in self.index.summaries[path].imported_modules:
+                    for file in self._files_of(module, path):
+                        deps.append(file)
+                        if file not in self.index.summaries and self.extra < MAX_EXTRA_FILES:
+                            summary = self.summarize_file(file)
+                            if summary is not None:
+                                self.extra += 1
+                                self.index.summaries[file] = summary
+                                found.append(file)
+                self.index.imports[path] = tuple(dict.fromkeys(d for d in deps if d != path))
+            frontier = found
+            if not frontier:
+                break
+        for path in frontier:  # past the depth bound: known, but their imports are not followed
+            self.index.imports.setdefault(path, ())
+        for path, deps in self.index.imports.items():  # drop what was summarised but failed
+            self.index.imports[path] = tuple(d for d in deps if d in self.index.summaries)
+
+    def _files_of(self, module: str, path: Path) -> list[Path]:
+        """The module's file, and the packages' ``__init__.py`` on the way (they run first
+        and may re-export names)."""
+        roots = self.index.roots(path)
+        key = (module, path.parent if module.startswith(".") else roots)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(module, path, roots)
+        return self._resolved[key]
+
+    def _resolve(self, module: str, path: Path, roots: tuple[Path, ...]) -> list[Path]:
+        files = []
+        for file, _rest in module_files(module, path, roots, self.exists, self.is_dir):
+            files.append(file)
+            break
+        level = len(module) - len(module.lstrip("."))
+        parts = [p for p in module[level:].split(".") if p]
+        for k in range(1, len(parts)):
+            prefix = "." * level + ".".join(parts[:k])
+            for file, rest in module_files(prefix, path, roots, self.exists, self.is_dir):
+                if not rest and file.name == "__init__.py":
+                    files.append(file)
+                break
+        return files
+
+
+def build_index(
+    files: Iterable[Path],
+    root: Path,
+    summary_cache: Callable[[bytes], ModuleSummary | None] | None = None,
+) -> ProjectIndex:
+    """The index of the linted Python files and the project files they import."""
+    index = ProjectIndex(Path(os.path.abspath(root)))
+    builder = _Builder(index, _read_file, summary_cache)
+    linted = []
+    for file in files:
+        if file.suffix not in (".py", ".pyi", ".ipynb"):
+            continue
+        path = Path(os.path.abspath(file))
+        summary = builder.summarize_file(path)
+        if summary is not None:
+            index.summaries[path] = summary
+            linted.append(path)
+    builder.add_imports(linted)
+    return index
+
+
+def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | None:
+    """The summary of a file's content: a module's, or a notebook's kernel code."""
+    if suffix == ".ipynb":
+        from torchlint.notebook import kernel_code
+
+        source = kernel_code(source if isinstance(source, bytes) else source.encode())
+        if source is None:
+            return None
+    return summarize(source)
+
+
+def cached_summarize(root: Path) -> Callable[[bytes, str], ModuleSummary | None]:
+    """``summarize_file_source`` through the result cache, keyed by the file's content."""
+    from torchlint import cache
+
+    def summarize_cached(source: bytes, suffix: str) -> ModuleSummary | None:
+        key = cache.summary_key(source, suffix)
+        found = cache.load(root, key)
+        if isinstance(found, ModuleSummary):
+            return found
+        summary = summarize_file_source(source, suffix)
+        if summary is not None:
+            cache.store(root, key, summary)
+        return summary
+
+    return summarize_cached
+
+
+# --- what one file's lint sees ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Symbol:
+    path: Path
+    summary: ModuleSummary
+    definition: ClassSummary | FunctionSummary
+
+
+class ProjectView:
+    """The index as one file sees it: its imported names resolved to project classes and
+    functions, and the facts about them that the semantic model asks for."""
+
+    def __init__(self, index: ProjectIndex, path: Path) -> None:
+        self.index = index
+        self.path = path
+        self._symbols: dict[tuple[str, Path], Symbol | None] = {}
+        self._class_kinds: dict[tuple[Path, str], object] = {}
+        self._modes: dict[tuple[Path, str], bool | None] = {}
+
+    # --- names
+
+    def symbol(self, qname: str, path: Path | None = None, depth: int = 0) -> Symbol | None:
+        """The project class or function ``qname`` names from ``path`` (this file by default),
+        through re-exports; None when it is not one."""
+        path = path or self.path
+        key = (qname, path)
+        if key in self._symbols:
+            return self._symbols[key]
+        self._symbols[key] = None  # a cycle of re-exports resolves to nothing
+        found = self._symbol(qname, path, depth)
+        self._symbols[key] = found
+        return found
+
+    def _symbol(self, qname: str, path: Path, depth: int) -> Symbol | None:
+        if depth > _MAX_RESOLUTION or not qname:
+            return None
+        head, _, rest = qname.partition(".")
+        own = self.index.summaries.get(path)
+        if own is not None and not qname.startswith(".") and not rest:
+            local = _definition(own, head)
+            if local is not None:
+                return Symbol(path, own, local)
+        for file, names in self.index.resolve_module(qname, path):
+            if len(names) != 1:
+                continue
+            summary = self.index.summaries[file]
+            definition = _definition(summary, names[0])
+            if definition is not None:
+                return Symbol(file, summary, definition)
+            target = dict(summary.imports).get(names[0])
+            if target is not None:
+                return self.symbol(target, file, depth + 1)
+            return None
+        return None
+
+    # --- kinds
+
+    def call_kind(self, qname: str):
+        """The kind of object calling the project class or function ``qname`` builds."""
+        found = self.symbol(qname)
+        if found is None:
+            return None
+        return self._symbol_kind(found, 0)
+
+    def class_kind(self, qname: str):
+        """The kind of the project class ``qname`` (annotations and bases)."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, ClassSummary):
+            return None
+        return self._class_kind(found, 0)
+
+    def _symbol_kind(self, found: Symbol, depth: int):
+        if isinstance(found.definition, ClassSummary):
+            return self._class_kind(found, depth)
+        return self._return_kind(found, depth)
+
+    def _class_kind(self, found: Symbol, depth: int):
+        from torchlint.semantic import _BASE_KINDS, _module_class_kind
+
+        key = (found.path, found.definition.name)
+        if key in self._class_kinds:
+            return self._class_kinds[key]
+        self._class_kinds[key] = None
+        kind = None
+        if depth <= _MAX_RESOLUTION:
+            for base in found.definition.bases:
+                kind = _BASE_KINDS.get(base) or _module_class_kind(base)
+                if kind is None:
+                    parent = self.symbol(base, found.path) if base else None
+                    if parent is not None and isinstance(parent.definition, ClassSummary):
+                        kind = self._class_kind(parent, depth + 1)
+                if kind is not None:
+                    break
+        self._class_kinds[key] = kind
+        return kind
+
+    def _return_kind(self, found: Symbol, depth: int):
+        """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
+        from torchlint.semantic import _module_class_kind
+
+        kinds = set()
+        for returned in found.definition.returns:
+            kind = _module_class_kind(returned) if returned else None
+            if kind is None and returned and depth <= _MAX_RESOLUTION:
+                target = self.symbol(returned, found.path)
+                if target is not None and target.definition is not found.definition:
+                    kind = self._symbol_kind(target, depth + 1)
+            kinds.add(kind)
+        kinds.discard(None)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    # --- layers that train mode changes
+
+    def mode_layers(self, qname: str) -> bool | None:
+        """Whether what calling ``qname`` builds holds a layer that train mode changes: True
+        when it is known to, False when every layer is visible and none does, None when
+        unknown (not a project class or factory, or something it builds is not visible)."""
+        found = self.symbol(qname)
+        return self._mode(found, 0) if found is not None else None
+
+    def _mode(self, found: Symbol, depth: int) -> bool | None:
+        key = (found.path, found.definition.name)
+        if key in self._modes:
+            return self._modes[key]
+        self._modes[key] = None  # recursion: unknown until shown
+        mode = self._compute_mode(found, depth) if depth <= _MAX_RESOLUTION else None
+        self._modes[key] = mode
+        return mode
+
+    def _compute_mode(self, found: Symbol, depth: int) -> bool | None:
+        from torchlint.semantic import Kind, _module_class_kind
+
+        definition = found.definition
+        if isinstance(definition, FunctionSummary):
+            return self._combine(self._built_mode(r, found.path, depth) for r in definition.returns)
+        if definition.mode_layers:
+            return DEPENDENT
+        parts: list[bool | None] = [None] if definition.mode_unknown else []
+        for base in definition.bases:
+            if base in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                parts.append(FREE)
+            elif _module_class_kind(base) is Kind.MODULE:
+                parts.append(DEPENDENT if _mode_layer_name(base) else None)
+            else:
+                parts.append(self._built_mode(base, found.path, depth))
+        for call in definition.calls:
+            target = self.symbol(call, found.path)
+            if target is None:
+                parts.append(None)  # another package's layer, or a name the summary cannot see
+            elif isinstance(target.definition, ClassSummary) and not any(b and b != "object" for b in target.definition.bases):
+                continue  # a plain class (a config, a helper object) builds no layer
+            elif isinstance(target.definition, FunctionSummary):
+                parts.append(self._combine(self._built_mode(r, target.path, depth + 1) for r in target.definition.returns) if target.definition.returns else None)
+            else:
+                parts.append(self._mode(target, depth + 1))
+        return self._combine(parts) if parts else None
+
+    def _built_mode(self, qname: str, path: Path, depth: int) -> bool | None:
+        from torchlint.semantic import Kind, _module_class_kind
+
+        if not qname:
+            return None
+        if _module_class_kind(qname) is Kind.MODULE and qname.startswith("torch.nn."):
+            return DEPENDENT if _mode_layer_name(qname) else None
+        target = self.symbol(qname, path)
+        return self._mode(target, depth + 1) if target is not None else None
+
+    @staticmethod
+    def _combine(parts: Iterable[bool | None]) -> bool | None:
+        parts = list(parts)
+        if DEPENDENT in parts:
+            return DEPENDENT
+        if parts and all(p is FREE for p in parts):
+            return FREE
+        return None
+
+    # --- modes that functions leave models in
+
+    def mode_effect(self, qname: str) -> str | None:
+        """``"eval"`` or ``"train"``: the mode the project function ``qname`` leaves modules
+        in (its last mode switch, following the plain functions it calls); None otherwise."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, FunctionSummary):
+            return None
+        return self._effect(found, frozenset())
+
+    def _effect(self, found: Symbol, seen: frozenset) -> str | None:
+        if found.definition.name in seen or len(seen) > _MAX_RESOLUTION:
+            return None
+        for event in reversed(found.definition.mode_events):
+            if not event.startswith("call:"):
+                return event
+            callee = self.symbol(event[5:], found.path)
+            if callee is not None and isinstance(callee.definition, FunctionSummary):
+                effect = self._effect(callee, seen | {found.definition.name})
+                if effect is not None:
+                    return effect
+        return None
+
+
+def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSummary | None:
+    for cls in summary.classes:
+        if cls.name == name:
+            return cls
+    for function in summary.functions:
+        if function.name == name:
+            return function
+    return None
+
+
+def _mode_layer_name(qname: str) -> bool:
+    from torchlint.semantic.evaluation import _MODE_LAYERS
+
+    return bool(_MODE_LAYERS.search(qname.rpartition(".")[2]))
+

@@ -1,0 +1,252 @@
+"""The project index: facts from other files of the project, through its own imports.
+
+Golden projects live in ``fixtures/projects/<case>/``: every file carries ``# error: CODE``
+on each row that must be reported when the folder is linted (all rules selected), and
+``<name>.fixed.py`` beside a file is its exact output of ``--fix --unsafe-fixes``; a file
+without one must come back unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rule_fixtures import EXPECTED
+from torchlint.cli import main
+from torchlint.semantic import Kind
+from torchlint.semantic.project import ProjectIndex, build_index, module_files, search_roots, summarize
+
+PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
+CASES = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir())
+ROW = re.compile(r"^(?P<path>.+?):(?P<row>\d+):\d+: (?P<code>TL\d{3}) ")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _copy(case: str, target: Path) -> Path:
+    """The project without its expected outputs (they would be linted too)."""
+    shutil.copytree(PROJECTS / case, target, ignore=shutil.ignore_patterns("*.fixed.py"))
+    return target
+
+
+def _expected(project: Path) -> list[tuple[str, int, str]]:
+    rows = []
+    for path in sorted(project.rglob("*.py")):
+        for row, line in enumerate(path.read_text().splitlines(), 1):
+            match = EXPECTED.search(line)
+            if match:
+                for code in match.group(1).split(","):
+                    rows.append((path.relative_to(project).as_posix(), row, code.strip()))
+    return sorted(rows)
+
+
+def _reported(output: str, project: Path) -> list[tuple[str, int, str]]:
+    rows = []
+    for line in output.splitlines():
+        match = ROW.match(line)
+        if match:
+            path = Path(match.group("path")).resolve().relative_to(project.resolve()).as_posix()
+            rows.append((path, int(match.group("row")), match.group("code")))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_project_reports_exactly_the_marked_rows(case, tmp_path):
+    project = _copy(case, tmp_path / case)
+    result = run("check", "--no-cache", "--select", "ALL", "--output-format", "concise", "--exit-zero", "-j", "1", str(project))
+    assert _reported(result.output, project) == _expected(project), result.output
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_project_fixes_give_the_expected_output(case, tmp_path):
+    project = _copy(case, tmp_path / case)
+    run("check", "--no-cache", "--select", "ALL", "--fix", "--unsafe-fixes", "--exit-zero", "-j", "1", str(project))
+    for path in sorted(project.rglob("*.py")):
+        expected = PROJECTS / case / path.relative_to(project)
+        fixed = expected.with_name(expected.stem + ".fixed.py")
+        assert path.read_text() == (fixed if fixed.exists() else expected).read_text(), path
+
+
+def test_worker_processes_see_the_index(tmp_path):
+    project = _copy("save_imported_model", tmp_path / "p")
+    for i in range(4):  # enough files for a pool of two workers
+        (project / f"extra_{i}.py").write_text("import torch\n")
+    result = run("check", "--no-cache", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "2", str(project))
+    assert [r for r in _reported(result.output, project) if r[0] == "train.py"] == [r for r in _expected(project) if r[0] == "train.py"]
+
+
+# --- the result cache never goes stale when a sibling changes ----------------------------
+
+
+def test_cached_result_follows_a_sibling_change(tmp_path):
+    os.chdir(tmp_path)
+    (tmp_path / "models.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    (tmp_path / "train.py").write_text("import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n")
+    args = ("check", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
+    assert "train.py:5:12: TL501" in run(*args).output
+    assert "train.py:5:12: TL501" in run(*args).output  # from the cache
+    # Net is no longer a module: the cached finding must not come back.
+    (tmp_path / "models.py").write_text("class Net:\n    pass\n")
+    assert "TL501" not in run(*args).output
+    (tmp_path / "models.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    assert "train.py:5:12: TL501" in run(*args).output
+    # A comment in the sibling leaves its summary, and so the cached result, as it was.
+    (tmp_path / "models.py").write_text("# models\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    assert "train.py:5:12: TL501" in run(*args).output
+
+
+# --- module resolution -------------------------------------------------------------------
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _resolved(module: str, path: Path, root: Path) -> list[tuple[str, list[str]]]:
+    found = module_files(module, path, search_roots(path, root), os.path.isfile, os.path.isdir)
+    return [(f.relative_to(root).as_posix(), rest) for f, rest in found]
+
+
+def test_relative_imports_resolve_from_the_file_package(tmp_path):
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "", "pkg/sub/__init__.py": "", "pkg/sub/b.py": ""})
+    b = tmp_path / "pkg/sub/b.py"
+    assert _resolved(".", b, tmp_path) == [("pkg/sub/__init__.py", [])]
+    assert _resolved("..a.Net", b, tmp_path)[0] == ("pkg/a.py", ["Net"])
+    assert _resolved("..sub.b", b, tmp_path)[0] == ("pkg/sub/b.py", [])
+    assert _resolved(".missing", b, tmp_path) == []
+
+
+def test_absolute_imports_resolve_from_the_file_folder_package_root_and_src(tmp_path):
+    _tree(tmp_path, {"src/lib/__init__.py": "", "src/lib/models.py": "", "tools/run.py": "", "tools/helpers.py": "",
+                     "app/__init__.py": "", "app/core/__init__.py": "", "app/core/x.py": "", "app/util.py": ""})
+    assert _resolved("lib.models.Net", tmp_path / "tools/run.py", tmp_path)[0] == ("src/lib/models.py", ["Net"])
+    assert _resolved("helpers.f", tmp_path / "tools/run.py", tmp_path)[0] == ("tools/helpers.py", ["f"])
+    # From inside a package, its top-level package is importable (the folder above it is on the path).
+    assert _resolved("app.util.g", tmp_path / "app/core/x.py", tmp_path)[0] == ("app/util.py", ["g"])
+    assert _resolved("numpy.zeros", tmp_path / "tools/run.py", tmp_path) == []
+
+
+def test_namespace_folders_resolve(tmp_path):
+    _tree(tmp_path, {"ns/models.py": "", "train.py": ""})
+    assert _resolved("ns.models.Net", tmp_path / "train.py", tmp_path)[0] == ("ns/models.py", ["Net"])
+
+
+def test_index_follows_imports_transitively_and_survives_cycles_and_missing_files(tmp_path):
+    _tree(tmp_path, {
+        "a.py": "from b import B\nimport missing_module\n",
+        "b.py": "import torch.nn as nn\nfrom c import C\n\n\nclass B(C):\n    pass\n",
+        "c.py": "import torch.nn as nn\nfrom a import *\nimport b\n\n\nclass C(nn.Module):\n    pass\n",
+        "broken.py": "def f(:\n",
+    })
+    index = build_index([tmp_path / "a.py", tmp_path / "broken.py"], tmp_path)
+    assert sorted(p.name for p in index.summaries) == ["a.py", "b.py", "c.py"]
+    assert [p.name for p in index.dependencies(tmp_path / "a.py")] == ["b.py", "c.py"]
+    view = index.view(tmp_path / "a.py")
+    assert view.call_kind("b.B") is Kind.MODULE  # B's base is in c.py
+    assert view.call_kind("missing_module.X") is None
+    assert index.view(tmp_path / "broken.py") is None
+
+
+def test_reexport_cycles_resolve_to_nothing(tmp_path):
+    _tree(tmp_path, {"p/__init__.py": "from .q import X\n", "p/q.py": "from . import X\n", "main.py": "from p import X\n"})
+    view = build_index([tmp_path / "main.py"], tmp_path).view(tmp_path / "main.py")
+    assert view.symbol("p.X") is None
+
+
+# --- summaries -----------------------------------------------------------------------------
+
+
+def test_summary_of_classes_and_functions():
+    summary = summarize(
+        "import torch\nimport torch.nn as nn\nfrom .blocks import Block\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.block = Block(4)\n"
+        "        self.lstm = nn.LSTM(4, 4, dropout=0.2)\n\n"
+        "class Plain(nn.Module):\n"
+        "    def __init__(self, make):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n        self.x = make(2)\n\n"
+        "def build():\n    model = Net()\n    return model.to('cpu')\n\n\n"
+        "def optimizer(model):\n    return torch.optim.Adam(model.parameters())\n\n\n"
+        "def evaluate(model):\n    model.eval()\n    helper(model)\n    return 1, 2\n"
+    )
+    net, plain = summary.classes
+    assert net.bases == ("torch.nn.Module",) and net.mode_layers and net.calls == (".blocks.Block",)
+    assert not plain.mode_layers and plain.mode_unknown  # a layer built by a parameter
+    build, optimizer, evaluate = summary.functions
+    assert build.returns == ("Net",)
+    assert optimizer.returns == ("torch.optim.Adam",)
+    assert evaluate.returns == () and evaluate.mode_events == ("eval",)
+    assert ("Block", ".blocks.Block") in summary.imports
+
+
+def test_summary_is_none_for_invalid_source():
+    assert summarize("def f(:\n") is None
+
+
+def test_mode_layers_follow_bases_attributes_and_factories(tmp_path):
+    _tree(tmp_path, {
+        "blocks.py": "import torch.nn as nn\n\n\nclass Drop(nn.Module):\n    def forward(self, x):\n        return x if not self.training else x * 2\n",
+        "models.py": (
+            "import torch.nn as nn\nfrom blocks import Drop\nimport numpy as np\n\n\n"
+            "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.d = Drop()\n\n\n"
+            "class B(A):\n    pass\n\n\n"
+            "class C(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1, 1)\n\n\n"
+            "class D(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = np.zeros(3)\n\n\n"
+            "def make_a():\n    return A()\n"
+        ),
+        "main.py": "from models import A, B, C, D, make_a\n",
+    })
+    view = build_index([tmp_path / "main.py"], tmp_path).view(tmp_path / "main.py")
+    assert view.mode_layers("models.A") is True
+    assert view.mode_layers("models.B") is True
+    assert view.mode_layers("models.make_a") is True
+    assert view.mode_layers("models.C") is False
+    assert view.mode_layers("models.D") is None  # another package's call: unknown
+
+
+def test_index_update_replaces_a_summary(tmp_path):
+    _tree(tmp_path, {"models.py": "class Net:\n    pass\n", "main.py": "from models import Net\n"})
+    index = build_index([tmp_path / "main.py"], tmp_path)
+    assert index.view(tmp_path / "main.py").call_kind("models.Net") is None
+    before = index.digest(tmp_path / "main.py")
+    index.update(tmp_path / "models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    assert index.view(tmp_path / "main.py").call_kind("models.Net") is Kind.MODULE
+    assert index.digest(tmp_path / "main.py") != before
+    assert isinstance(index, ProjectIndex)
+
+
+def test_digest_covers_files_imported_indirectly_and_through_cycles(tmp_path):
+    _tree(tmp_path, {"a.py": "import b\n", "b.py": "import c\nimport a\n", "c.py": "X = 1\n", "d.py": "import a\n"})
+    index = build_index([tmp_path / "a.py", tmp_path / "d.py"], tmp_path)
+    before = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
+    assert before["a.py"] == before["b.py"] != before["c.py"]  # a and b import each other
+    index.update(tmp_path / "c.py", "class C:\n    pass\n")
+    after = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
+    assert all(after[name] != before[name] for name in before)
+    index.update(tmp_path / "d.py", "import a\n\n\ndef f():\n    pass\n")
+    assert index.digest(tmp_path / "a.py") == after["a.py"]  # nothing a imports changed
+
+
+def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
+    import json
+
+    (tmp_path / "models.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    cells = ["import torch\nfrom models import Net\n", "model = Net()\n", "torch.save(model, 'm.pt')\n"]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "train.ipynb").write_text(json.dumps(notebook))
+    result = run("check", "--no-cache", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", str(tmp_path / "train.ipynb"))
+    assert "train.ipynb:cell 3:1:12: TL501" in result.output
