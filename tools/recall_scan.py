@@ -5,7 +5,9 @@
 A liberal scanner written with Python's ``ast``, independent of torchlint's logic: it lists
 places that *may* be an instance of a core rule's bug, so that a person can read each one and
 record the real ones in ecosystem/recall/<CODE>.tsv. It over-reports on purpose; the judging
-decides. Output: ``repo  path  line  code  hint`` (tab-separated), notebooks skipped.
+decides. Output: ``repo  path  line  code  hint`` (tab-separated). Notebooks are scanned cell by
+cell (line ``cell:row``, cells counted from 1 among all cells as Jupyter shows them; lines of
+IPython magics and shell escapes are blanked), so what spans cells is not seen.
 
 What each code's candidates are:
 - TL101: a loop whose body runs a backward pass and an optimizer-like ``step()`` and clears
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import sys
 from pathlib import Path
@@ -211,6 +214,25 @@ SCANNERS = {
 }
 
 
+def units(path: Path) -> list[tuple[str, str]]:
+    """(line prefix, source) per unit to parse: the file, or each code cell of a notebook."""
+    if path.suffix == ".py":
+        return [("", path.read_text(errors="replace"))]
+    try:
+        cells = json.loads(path.read_bytes()).get("cells", [])
+    except (ValueError, AttributeError):
+        return []
+    found = []
+    for number, cell in enumerate(cells, 1):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+        found.append((f"{number}:", "\n".join(lines) + "\n"))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
@@ -218,16 +240,16 @@ def main() -> None:
     args = parser.parse_args()
     for repo_dir in sorted(p for p in args.corpus.iterdir() if p.is_dir()):
         repo = repo_dir.name.replace("+", "/", 1)
-        for path in sorted(repo_dir.rglob("*.py")):
-            text = path.read_text(errors="replace")
-            try:
-                tree = ast.parse(text)
-            except (SyntaxError, ValueError):
-                continue
-            for code in args.code or sorted(SCANNERS):
-                for line, hint in sorted(set(SCANNERS[code](tree, text))):
-                    hint = hint.replace("\t", " ").replace("\n", " ")
-                    print(f"{repo}\t{path.relative_to(repo_dir)}\t{line}\t{code}\t{hint}")
+        for path in sorted(p for p in repo_dir.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file()):
+            for prefix, text in units(path):
+                try:
+                    tree = ast.parse(text)
+                except (SyntaxError, ValueError):
+                    continue
+                for code in args.code or sorted(SCANNERS):
+                    for line, hint in sorted(set(SCANNERS[code](tree, text))):
+                        hint = hint.replace("\t", " ").replace("\n", " ")
+                        print(f"{repo}\t{path.relative_to(repo_dir)}\t{prefix}{line}\t{code}\t{hint}", flush=True)
 
 
 if __name__ == "__main__":
