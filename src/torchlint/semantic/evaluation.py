@@ -9,7 +9,9 @@ Evaluation code is found three ways:
   ``dataloaders["val"]``, ``zip(X_test, y_test)``) that run a module and never train;
 - statements that run a module for inference: after its weights are loaded
   (``model.load_state_dict(...)``, ``model = torch.load(...)``) with no training after that,
-  or on validation or test data (``model(X_test)``).
+  on validation or test data (``model(X_test)``), or after the same function put it in eval
+  mode (``model.eval()``) with no training after that (a validation forward pass at the end of
+  a ``train(epoch)`` function).
 
 A module is what the semantic model says (``Kind.MODULE``); where the type is unknown, a name
 that reads like a model (``model``, ``net``, ``encoder``, ``best_model``...), a receiver of
@@ -1051,7 +1053,9 @@ class EvaluationFacts:
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
                     continue
-                if not (self._on_eval_data(call) or self._after_load(call, loads, function) and not self._on_random_input(call)):
+                if not (self._on_eval_data(call) or (
+                    self._after_load(call, loads, function) or self._after_eval_switch(call, function)
+                ) and not self._on_random_input(call)):
                     continue
                 if not self.runs_module(model, function) or self._feeds_backward(call):
                     continue
@@ -1099,6 +1103,17 @@ class EvaluationFacts:
             if self._start(load) < self._start(call) and (text == target or text.startswith(target + ".")):
                 return not any(self._start(t) > self._start(load) for t in self._training_points(function))
         return False
+
+    def _after_eval_switch(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """Inference after an explicit ``model.eval()`` of the same module earlier in the same
+        function (the last mode change before the call), with nothing training after it there."""
+        before = [e for e in self._mode_events(function) if e.position < self._start(call)]
+        if not before or not before[-1].explicit or before[-1].mode != EVAL:
+            return False
+        switched = before[-1].node.func
+        if not isinstance(switched, cst.Attribute) or _code(_root(switched.value)) != _code(_root(called_module(call))):
+            return False
+        return not any(self._start(t) > before[-1].position for t in self._training_points(function))
 
     @cached_property
     def _eval_data_starts(self) -> list[tuple[int, int]]:
