@@ -90,7 +90,9 @@ _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
 _MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
-_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# Modules that hold the modules given to them: mode-free only when what they hold is
+# (`nn.DataParallel(Net())` is in the mode its `Net` is).
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "DataParallel", "DistributedDataParallel"})
 _BUILDING_BUILTINS = frozenset({"getattr", "eval", "exec", "__import__", "globals", "locals", "vars"})
 _LOADING = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.jit.script", "torch.jit.trace"})
 # Methods on a constructor's arguments that build no layer (``cfg.get("dim")``).
