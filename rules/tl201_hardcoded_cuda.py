@@ -150,13 +150,10 @@ class HardcodedCuda(Rule):
         self.report(node, self.message.format(what=self._code(node)), fix=fix)
 
     def _check_cuda_call(self, node: cst.Call, func: cst.Attribute) -> None:
-        """``x.cuda()``; ``x.cuda(args.gpu)`` picks a GPU on purpose, ``x.cuda(y.device)`` does
-        not: it fails wherever ``y`` is on the CPU (``.to(y.device)`` was meant)."""
+        """``x.cuda()``; ``x.cuda(args.gpu)`` picks a GPU on purpose."""
         index_args = [a for a in node.args if a.keyword is None or a.keyword.value == "device"]
         index = index_args[0].value if index_args else None
         if index is not None and not isinstance(index, cst.Integer):
-            if self._tensor_device(index) and not self._guarded(node):
-                self.report(func.attr, self.message.format(what=f".cuda({self._code(index)})"))
             return
         if self._guarded(node):
             return
@@ -199,13 +196,6 @@ class HardcodedCuda(Rule):
             return any(self.semantic.devices.overridden(t.target) for t in parent.targets)
         return False
 
-    def _tensor_device(self, expr: cst.BaseExpression) -> bool:
-        """``y.device``, or a name bound only to such attributes (``dev = x.device``)."""
-        if isinstance(expr, cst.Name):
-            values = self.semantic.values(expr)
-            return bool(values) and all(self._tensor_device(v) for v in values if not isinstance(v, cst.Name))
-        return isinstance(expr, cst.Attribute) and expr.attr.value == "device" and not dotted_torch(expr)
-
     def _custom_cuda_method(self, receiver: cst.BaseExpression) -> bool:
         """Whether ``receiver`` may be an object of a class of this file that defines its own
         ``cuda()`` (a batch or a wrapper), which may have no ``to()``."""
@@ -245,8 +235,3 @@ class HardcodedCuda(Rule):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
-
-
-def dotted_torch(expr: cst.Attribute) -> bool:
-    """``torch.device`` itself (an attribute of the module, not of a tensor)."""
-    return isinstance(expr.value, cst.Name) and expr.value.value in ("torch", "th")
