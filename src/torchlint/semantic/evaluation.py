@@ -152,6 +152,15 @@ def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def _chain_root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The receiver a chain of method calls starts from: ``m`` in ``m.eval().to(device)``."""
+    while isinstance(expr, (cst.Attribute, cst.Call)):
+        expr = expr.func.value if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) else getattr(expr, "value", None)
+        if expr is None:
+            return cst.Name("_")
+    return expr
+
+
 @dataclass
 class EvalScope:
     """Code that evaluates or predicts."""
@@ -1113,9 +1122,20 @@ class EvaluationFacts:
         if not before or not before[-1].explicit or before[-1].mode != EVAL:
             return False
         switched = before[-1].node.func
-        if not isinstance(switched, cst.Attribute) or _code(_root(switched.value)) != _code(_root(called_module(call))):
+        root = _code(_root(called_module(call)))
+        if not isinstance(switched, cst.Attribute) or _code(_root(switched.value)) != root:
             return False
+        if any(self._freezes(c, root) for c in self.calls_in.get(function, ()) if self._start(c) < self._start(call)):
+            return False  # `m.eval().requires_grad_(False)`: no graph is recorded
         return not any(self._start(t) > before[-1].position for t in self._training_points(function))
+
+    def _freezes(self, call: cst.Call, root: str) -> bool:
+        """``root.requires_grad_(False)`` (also at the end of a chain: ``m.eval().requires_grad_(False)``)."""
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and _code(_chain_root(func.value)) == root
+            and len(call.args) == 1 and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False"
+        )
 
     @cached_property
     def _eval_data_starts(self) -> list[tuple[int, int]]:
