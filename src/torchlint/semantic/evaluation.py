@@ -1127,6 +1127,8 @@ class EvaluationFacts:
             return False
         if any(self._freezes(c, root) for c in self.calls_in.get(function, ()) if self._start(c) < self._start(call)):
             return False  # `m.eval().requires_grad_(False)`: no graph is recorded
+        if any(isinstance(a, cst.Return) for a in self.model.ancestors(call)):
+            return False  # the caller gets the output, and may differentiate it (an attack, an explainer)
         return not any(self._start(t) > before[-1].position for t in self._training_points(function))
 
     def _freezes(self, call: cst.Call, root: str) -> bool:
