@@ -1129,6 +1129,13 @@ class EvaluationFacts:
             return False  # `m.eval().requires_grad_(False)`: no graph is recorded
         if any(isinstance(a, cst.Return) for a in self.model.ancestors(call)):
             return False  # the caller gets the output, and may differentiate it (an attack, an explainer)
+        statement = self._statement_of(call)
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(s, cst.Expr) and s.value is call
+            or isinstance(s, cst.Assign) and s.value is call and all(_code(t.target) == "_" for t in s.targets)
+            for s in statement.body
+        ):
+            return False  # the output is thrown away: run for its side effects (hooks, counters)
         return not any(self._start(t) > before[-1].position for t in self._training_points(function))
 
     def _freezes(self, call: cst.Call, root: str) -> bool:
