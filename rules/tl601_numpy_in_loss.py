@@ -92,28 +92,56 @@ class NumpyInLoss(Rule):
         training = self.semantic.training
         return training.from_model(term) and not training.carries_grad(term) and self._through_numpy(term, depth=4)
 
-    def _through_numpy(self, expr: cst.CSTNode, depth: int, follow_names: bool = True) -> bool:
+    def _through_numpy(self, expr: cst.CSTNode, depth: int, follow_names: bool = True,
+                       model_params: frozenset[str] = frozenset()) -> bool:
         """Whether a NumPy call or ``.numpy()`` on model output feeds ``expr`` (through the
-        names it reads, same-file functions and loss classes, when ``follow_names``)."""
+        names it reads, same-file functions and loss classes, when ``follow_names``). Inside a
+        same-file function, ``model_params`` are its parameters that this call passes model
+        output to (`def penalty(depth)` called as `penalty(logits)`)."""
         training = self.semantic.training
+
+        def from_model(value: cst.BaseExpression) -> bool:
+            return training.from_model(value) or any(
+                isinstance(n, cst.Name) and n.value in model_params and self._is_read(n) for n in _walk(value)
+            )
+
         for node in _walk(expr):
             if not isinstance(node, (cst.Call, cst.Name)):
                 continue
             if isinstance(node, cst.Name):
                 if follow_names and depth > 0 and self._is_read(node):
-                    if any(self._through_numpy(v, depth - 1) for v in self.semantic.values(node)):
+                    if any(self._through_numpy(v, depth - 1, model_params=model_params) for v in self.semantic.values(node)):
                         return True
                 continue
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and training.from_model(func.value):
+            if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and from_model(func.value):
                 return True
-            if self._is_numpy(func) and any(training.from_model(a.value) for a in node.args):
+            if self._is_numpy(func) and any(from_model(a.value) for a in node.args):
                 return True
             if follow_names and depth > 0:
                 body = training.local_callee_returns(node)
-                if any(self._through_numpy(r, depth - 1) for r in body):
+                params = self._params_given_model_output(node, from_model) if body else frozenset()
+                if any(self._through_numpy(r, depth - 1, model_params=params) for r in body):
                     return True
         return False
+
+    def _params_given_model_output(self, call: cst.Call, from_model) -> frozenset[str]:
+        """The parameters of the same-file function ``call`` runs that it passes model output to."""
+        function = self.semantic.training.local_callee(call.func)
+        params = [*function.params.posonly_params, *function.params.params]
+        if params and params[0].name.value in ("self", "cls") and (
+            isinstance(call.func, cst.Attribute) or function.name.value in ("forward", "__call__")
+        ):
+            params = params[1:]
+        given = set()
+        for index, arg in enumerate(call.args):
+            if arg.star or not from_model(arg.value):
+                continue
+            if arg.keyword is not None:
+                given.add(arg.keyword.value)
+            elif index < len(params):
+                given.add(params[index].name.value)
+        return frozenset(given)
 
     def _is_read(self, name: cst.Name) -> bool:
         parent = self.semantic.parent(name)

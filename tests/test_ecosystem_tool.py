@@ -45,3 +45,34 @@ def test_precision_counts_reported_findings_and_lost_true_ones(tmp_path, monkeyp
 
 def test_the_repository_triage_is_well_formed():
     ecosystem.read_triage()  # raises on a verdict other than TP/FP
+
+
+RECALL_HEADER = "repo\tcommit\tpath\tline\tcode\tverdict\treason\n"
+
+
+def test_recall_counts_real_instances_found_near_their_row(tmp_path, monkeypatch):
+    (tmp_path / "TL101.tsv").write_text(
+        RECALL_HEADER
+        + "a/b\tc\tt.py\t10\tTL101\tREAL\tno clear in the loop\n"
+        + "a/b\tc\tt.py\t40\tTL101\tREAL\tclears only every 4 steps\n"
+        + "a/b\tc\tt.py\t70\tTL101\tNOT\tthe closure clears\n"
+        + "a/b\tc\tn.ipynb\t3:5\tTL101\tREAL\tno clear in the cell's loop\n"
+    )
+    monkeypatch.setattr(ecosystem, "RECALL", tmp_path)
+    found = {("a/b", "t.py", "12", "TL101"), ("a/b", "t.py", "43", "TL101"), ("a/b", "t.py", "40", "TL201"),
+             ("a/b", "n.ipynb", "4:5", "TL101")}
+    table = ecosystem.recall_table(found)
+    assert "| TL101 | 3 | 1 | 0.33 |" in table  # row 12 is within 2 of 10; 43 is 3 away; cell 4 is not cell 3
+    assert "- a/b `t.py:40` TL101" in table and "- a/b `n.ipynb:3:5` TL101" in table
+    assert "`t.py:70`" not in table  # judged NOT: no instance
+
+
+def test_recall_verdicts_are_checked(tmp_path, monkeypatch):
+    (tmp_path / "TL101.tsv").write_text(RECALL_HEADER + "a/b\tc\tt.py\t10\tTL101\tTP\twrong word\n")
+    monkeypatch.setattr(ecosystem, "RECALL", tmp_path)
+    try:
+        ecosystem.recall_table(set())
+    except SystemExit as exit:
+        assert "REAL or NOT" in str(exit)
+    else:
+        raise AssertionError("a verdict other than REAL or NOT must be refused")

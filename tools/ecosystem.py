@@ -12,7 +12,18 @@ with the true findings the working tree no longer reports.
 
     python tools/ecosystem.py --precision-only FINDINGS.json
 
-recomputes the precision table from a findings file written by ``--save``.
+recomputes the precision table (and the recall table) from a findings file written by ``--save``.
+
+    python tools/ecosystem.py CORPUS --recall-only
+
+lints only the files that hold the instances of ``ecosystem/recall`` (with this environment's
+torchlint, every rule selected) and prints the recall table: seconds instead of a full run.
+
+Recall comes from ``ecosystem/recall/*.tsv``: real instances of each core rule's bug, found by
+an independent scanner (tools/recall_scan.py) and judged by hand (verdict ``REAL`` or ``NOT``).
+An instance counts as found when torchlint reports its code in the same file (and notebook
+cell) on its row or within ``RECALL_TOLERANCE`` rows of it: which row a rule anchors a finding
+on (the step or the backward pass, the first or the second model call) is its own choice.
 """
 
 from __future__ import annotations
@@ -33,6 +44,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = ROOT / "ecosystem" / "triage"
+RECALL = ROOT / "ecosystem" / "recall"
+RECALL_TOLERANCE = 2
 CORPUS_LIST = ROOT / "ecosystem" / "corpus.tsv"
 PRECISION_BAR, DEFAULT_SET_BAR = 0.9, 0.95
 INVALID_FILE = "TL000"
@@ -178,6 +191,76 @@ def precision_table(found: set[Key], opt_in: set[str]) -> str:
     return "\n".join(lines)
 
 
+def read_instances() -> list[tuple[Key, str]]:
+    """The real instances of ``ecosystem/recall/*.tsv`` with the reason each was judged so."""
+    instances = []
+    for path in sorted(RECALL.glob("*.tsv")):
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t"):
+                verdict = row["verdict"].strip().upper()
+                if verdict not in ("REAL", "NOT"):
+                    raise SystemExit(f"{path}: verdict must be REAL or NOT, not {row['verdict']!r}")
+                if verdict == "REAL":
+                    instances.append(((row["repo"], row["path"], row["line"], row["code"]), row["reason"]))
+    return instances
+
+
+def _cell_and_row(line: str) -> tuple[str, int]:
+    cell, _, row = line.rpartition(":")
+    return cell, int(row)
+
+
+def is_found(instance: Key, found: set[Key]) -> bool:
+    repo, path, line, code = instance
+    cell, row = _cell_and_row(line)
+    for f_repo, f_path, f_line, f_code in found:
+        if (f_repo, f_path, f_code) == (repo, path, code):
+            f_cell, f_row = _cell_and_row(f_line)
+            if f_cell == cell and abs(f_row - row) <= RECALL_TOLERANCE:
+                return True
+    return False
+
+
+def recall_table(found: set[Key]) -> str:
+    by_file = collections.defaultdict(set)
+    for k in found:
+        by_file[(k[0], k[1])].add(k)
+    stats: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    missed = []
+    for instance, reason in read_instances():
+        hit = is_found(instance, by_file[(instance[0], instance[1])])
+        stats[instance[3]]["found" if hit else "missed"] += 1
+        if not hit:
+            missed.append(instance)
+    lines = ["| rule | real instances | found | recall |", "|---|---:|---:|---:|"]
+    for code in sorted(stats):
+        s = stats[code]
+        lines.append(f"| {code} | {s['found'] + s['missed']} | {s['found']} | {s['found'] / (s['found'] + s['missed']):.2f} |")
+    total_found = sum(s["found"] for s in stats.values())
+    total = total_found + len(missed)
+    if total:
+        lines += ["", f"All core rules: {total_found} of {total} real instances found, recall **{total_found / total:.2f}**."]
+    lines.append(f"Missed: {len(missed)}.")
+    lines.extend(f"- {repo} `{path}:{line}` {code}" for repo, path, line, code in sorted(missed)[:100])
+    return "\n".join(lines)
+
+
+def lint_instance_files(corpus: Path) -> set[Key]:
+    """What this environment's torchlint finds (every rule) in the files of ecosystem/recall."""
+    files = collections.defaultdict(set)
+    for (repo, path, _, _), _ in read_instances():
+        files[repo].add(path)
+    found = set()
+    for repo, paths in sorted(files.items()):
+        proc = subprocess.run(
+            [sys.executable, "-m", "torchlint", "check", "--no-cache", "--exit-zero", "--output-format", "json",
+             "-j", "1", "--select", "ALL", *sorted(paths)],
+            cwd=corpus / repo.replace("/", "+", 1), capture_output=True, text=True,
+        )
+        found.update(key(repo, f) for f in json.loads(proc.stdout or "[]"))
+    return found
+
+
 def report(head: list[RepoRun], base: list[RepoRun] | None, base_rev: str | None, opt_in: set[str]) -> str:
     out = ["# torchlint ecosystem report", ""]
     total_lines = sum(r.lines for r in head)
@@ -214,6 +297,7 @@ def report(head: list[RepoRun], base: list[RepoRun] | None, base_rev: str | None
                 out += [f"- {repo} `{path}:{line}` {code}" for repo, path, line, code in keys[:300]]
                 out += ["", "</details>"]
     out += ["", "## Precision (from ecosystem/triage)", "", precision_table(head_keys, opt_in), ""]
+    out += ["", "## Recall (from ecosystem/recall)", "", recall_table(head_keys), ""]
     return "\n".join(out)
 
 
@@ -225,10 +309,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="write the Markdown report here (default: stdout)")
     parser.add_argument("--save", type=Path, help="also write the working tree's findings as JSON")
     parser.add_argument("--precision-only", type=Path, metavar="FINDINGS", help="precision table from a --save file")
+    parser.add_argument("--recall-only", action="store_true", help="lint only the files of ecosystem/recall; print recall")
     args = parser.parse_args(argv)
+    if args.recall_only:
+        if args.corpus is None or not args.corpus.is_dir():
+            parser.error("give the folder of repository snapshots")
+        print(recall_table(lint_instance_files(args.corpus)))
+        return 0
     if args.precision_only:
         data = json.loads(args.precision_only.read_text())
-        print(precision_table({key(r["repo"], f) for r in data for f in r["findings"]}, opt_in_codes(None)))
+        found = {key(r["repo"], f) for r in data for f in r["findings"]}
+        print(precision_table(found, opt_in_codes(None)))
+        print()
+        print(recall_table(found))
         return 0
     if args.corpus is None or not args.corpus.is_dir():
         parser.error("give the folder of repository snapshots")

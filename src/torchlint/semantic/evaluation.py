@@ -9,7 +9,9 @@ Evaluation code is found three ways:
   ``dataloaders["val"]``, ``zip(X_test, y_test)``) that run a module and never train;
 - statements that run a module for inference: after its weights are loaded
   (``model.load_state_dict(...)``, ``model = torch.load(...)``) with no training after that,
-  or on validation or test data (``model(X_test)``).
+  on validation or test data (``model(X_test)``), or after the same function put it in eval
+  mode (``model.eval()``) with no training after that (a validation forward pass at the end of
+  a ``train(epoch)`` function).
 
 A module is what the semantic model says (``Kind.MODULE``); where the type is unknown, a name
 that reads like a model (``model``, ``net``, ``encoder``, ``best_model``...), a receiver of
@@ -88,7 +90,9 @@ _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
 _MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
-_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# Modules that hold the modules given to them: mode-free only when what they hold is
+# (`nn.DataParallel(Net())` is in the mode its `Net` is).
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "DataParallel", "DistributedDataParallel"})
 _BUILDING_BUILTINS = frozenset({"getattr", "eval", "exec", "__import__", "globals", "locals", "vars"})
 _LOADING = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.jit.script", "torch.jit.trace"})
 # Methods on a constructor's arguments that build no layer (``cfg.get("dim")``).
@@ -145,6 +149,15 @@ def _receiver(call: cst.Call) -> str | None:
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, cst.Attribute):
         expr = expr.value
+    return expr
+
+
+def _chain_root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The receiver a chain of method calls starts from: ``m`` in ``m.eval().to(device)``."""
+    while isinstance(expr, (cst.Attribute, cst.Call)):
+        expr = expr.func.value if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) else getattr(expr, "value", None)
+        if expr is None:
+            return cst.Name("_")
     return expr
 
 
@@ -1065,7 +1078,9 @@ class EvaluationFacts:
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
                     continue
-                if not (self._on_eval_data(call) or self._after_load(call, loads, function) and not self._on_random_input(call)):
+                if not (self._on_eval_data(call) or (
+                    self._after_load(call, loads, function) or self._after_eval_switch(call, function)
+                ) and not self._on_random_input(call)):
                     continue
                 if not self.runs_module(model, function) or self._feeds_backward(call):
                     continue
@@ -1113,6 +1128,37 @@ class EvaluationFacts:
             if self._start(load) < self._start(call) and (text == target or text.startswith(target + ".")):
                 return not any(self._start(t) > self._start(load) for t in self._training_points(function))
         return False
+
+    def _after_eval_switch(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """Inference after an explicit ``model.eval()`` of the same module earlier in the same
+        function (the last mode change before the call), with nothing training after it there."""
+        before = [e for e in self._mode_events(function) if e.position < self._start(call)]
+        if not before or not before[-1].explicit or before[-1].mode != EVAL:
+            return False
+        switched = before[-1].node.func
+        root = _code(_root(called_module(call)))
+        if not isinstance(switched, cst.Attribute) or _code(_root(switched.value)) != root:
+            return False
+        if any(self._freezes(c, root) for c in self.calls_in.get(function, ()) if self._start(c) < self._start(call)):
+            return False  # `m.eval().requires_grad_(False)`: no graph is recorded
+        if any(isinstance(a, cst.Return) for a in self.model.ancestors(call)):
+            return False  # the caller gets the output, and may differentiate it (an attack, an explainer)
+        statement = self._statement_of(call)
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(s, cst.Expr) and s.value is call
+            or isinstance(s, cst.Assign) and s.value is call and all(_code(t.target) == "_" for t in s.targets)
+            for s in statement.body
+        ):
+            return False  # the output is thrown away: run for its side effects (hooks, counters)
+        return not any(self._start(t) > before[-1].position for t in self._training_points(function))
+
+    def _freezes(self, call: cst.Call, root: str) -> bool:
+        """``root.requires_grad_(False)`` (also at the end of a chain: ``m.eval().requires_grad_(False)``)."""
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and _code(_chain_root(func.value)) == root
+            and len(call.args) == 1 and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False"
+        )
 
     @cached_property
     def _eval_data_starts(self) -> list[tuple[int, int]]:
