@@ -8,7 +8,9 @@ class ForwardCalledDirectly(Rule):
     """
     ## What it does
     Finds `m.forward(x)` where `m` is a known `nn.Module` (OpenCV's `net.forward()` and other
-    objects of unknown type are left alone, and so is `super().forward(x)`).
+    objects of unknown type are left alone, and so is `super().forward(x)`). Inside a test
+    function (`test_*`, as pytest and unittest name them, or a `_test_*` helper of a test class) calling `forward` is left alone: a
+    test exercises `forward`'s own arguments on purpose.
 
     ## Why is this bad?
     Calling `forward` directly skips `Module.__call__`: forward pre-hooks and hooks do not
@@ -45,8 +47,16 @@ class ForwardCalledDirectly(Rule):
         receiver = func.value
         if isinstance(receiver, cst.Name) and receiver.value == "self":
             return  # self.forward inside the class: the caller already went through __call__
-        if self.semantic.kind(receiver) is not Kind.MODULE:
+        if self._in_test(node) or self.semantic.kind(receiver) is not Kind.MODULE:
             return
         name = self.context.module.code_for_node(receiver)
         fix = Fix(f"Call `{name}(...)`", {node: node.with_changes(func=receiver)}, Applicability.UNSAFE)
         self.report(node, self.message.format(module=name), fix=fix)
+
+    def _in_test(self, node: cst.CSTNode) -> bool:
+        function = self.semantic.enclosing_function(node)
+        while function is not None:
+            if function.name.value.lstrip("_").startswith("test"):
+                return True
+            function = self.semantic.enclosing_function(function)
+        return False
