@@ -3,7 +3,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Applicability, Fix, Rule
 from torchlint.semantic import Kind
 
 
@@ -54,7 +54,9 @@ class SaveWholeModel(Rule):
     `load_state_dict(...)` (for example `torch.load(path, weights_only=False)` then `.eval()`),
     there is no fix: changing the save without the load would break the program, and which
     load reads which file is not known. A dict bound to a name that is used again besides the
-    save gets no fix either.
+    save gets no fix either. The fix of a helper's parameter is unsafe: that its callers pass
+    modules is known only of the callers torchlint sees (code outside the project, or beyond
+    what the index reads, may call the helper with something else).
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -76,15 +78,25 @@ class SaveWholeModel(Rule):
         if self._is_module(obj):
             self._report(obj, self.message, fixable=True)
             return
+        if self._given_modules(obj):
+            self._report(obj, self.message, fixable=True, safe=False)
+            return
         saved_dict, fixable = self._saved_dict(obj)
         for value in _dict_values(saved_dict):
             if self._is_module(value):
                 self._report(value, self.dict_message, fixable)
+            elif self._given_modules(value):
+                self._report(value, self.dict_message, fixable, safe=False)
 
     def _is_module(self, expr: cst.BaseExpression) -> bool:
         if self.semantic.kind(expr) is Kind.MODULE:
             return True
         return isinstance(expr, cst.Attribute) and self.semantic.attribute_used_as_module(expr)
+
+    def _given_modules(self, expr: cst.BaseExpression) -> bool:
+        """A parameter of a checkpoint helper that every call passes a module to, in this
+        file or in other files of the project (``save_checkpoint(model, path)``)."""
+        return isinstance(expr, cst.Name) and self.semantic.param_given_modules(expr)
 
     def _saved_dict(self, obj: cst.BaseExpression) -> tuple[cst.Dict | None, bool]:
         """The dict literal saved, and whether a fix may edit it: an inline dict, or one bound
@@ -98,7 +110,7 @@ class SaveWholeModel(Rule):
                 return values[0], len(assignments) == 1 and len(assignments[0].references) == 1
         return None, False
 
-    def _report(self, value: cst.BaseExpression, message: str, fixable: bool) -> None:
+    def _report(self, value: cst.BaseExpression, message: str, fixable: bool, safe: bool = True) -> None:
         if not fixable or self._loads_may_read_a_module:
             self.report(value, message)
             return
@@ -106,7 +118,8 @@ class SaveWholeModel(Rule):
         if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
             wrapped = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         state_dict = cst.Call(func=cst.Attribute(value=wrapped, attr=cst.Name("state_dict")))
-        self.report(value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}))
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        self.report(value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}, applicability))
 
     @cached_property
     def _loads_may_read_a_module(self) -> bool:

@@ -457,3 +457,18 @@ async def test_the_project_index_follows_open_documents_and_relints_their_import
     # Closed without saving: the file on disk holds again.
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=models)))
     assert await diagnostics(client, train, after=2) == []
+
+
+@lsp_test
+async def test_a_change_of_a_caller_relints_the_open_file_it_calls(client: LanguageClient, tmp_path):
+    metrics_text = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n"
+    guarded = "import torch\n\nfrom metrics import evaluate\n\nwith torch.no_grad():\n    evaluate(m, data)\n"
+    metrics = write(tmp_path, "metrics.py", metrics_text)
+    train = write(tmp_path, "train.py", guarded)
+    open_document(client, metrics, metrics_text)
+    assert await diagnostics(client, metrics) == []  # the only call, on disk, runs under no_grad
+
+    # The caller's unsaved text no longer disables gradients: the function it calls is linted again.
+    open_document(client, train, "from metrics import evaluate\n\nevaluate(m, data)\n")
+    (diagnostic,) = await diagnostics(client, metrics, after=1)
+    assert diagnostic.code == "TL402"

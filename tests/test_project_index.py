@@ -102,6 +102,61 @@ def test_cached_result_follows_a_sibling_change(tmp_path):
     assert "train.py:5:12: TL501" in run(*args).output
 
 
+_EVALUATE = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n"
+_CALLER = "import torch\n\nfrom metrics import evaluate\n\n\ndef main(model, loader):\n    model.eval()\n{guard}    evaluate(model, loader)\n"
+
+
+def test_cached_result_follows_a_caller_change(tmp_path):
+    """A file's findings depend on what holds where other files call its functions: a
+    change of a caller (linted or not: a file beside it) must reach the cached result."""
+    os.chdir(tmp_path)
+    (tmp_path / "metrics.py").write_text(_EVALUATE)
+    guarded = _CALLER.format(guard="    with torch.no_grad():\n    ").replace("\n    evaluate", "\n        evaluate")
+    (tmp_path / "train.py").write_text(guarded)
+    args = ("check", "--select", "TL402", "--output-format", "concise", "--exit-zero", "-j", "1", "metrics.py")
+    assert "TL402" not in run(*args).output
+    assert "TL402" not in run(*args).output  # from the cache
+    (tmp_path / "train.py").write_text(_CALLER.format(guard=""))  # the call is no longer under no_grad
+    assert "metrics.py:5:13: TL402" in run(*args).output
+    (tmp_path / "train.py").write_text(guarded)
+    assert "TL402" not in run(*args).output
+    (tmp_path / "train.py").unlink()  # no caller in sight: the function is judged alone
+    assert "metrics.py:5:13: TL402" in run(*args).output
+
+
+def test_callers_in_other_files_decide_only_when_every_call_holds(tmp_path):
+    _tree(tmp_path, {
+        "metrics.py": _EVALUATE,
+        "a.py": "import torch\nimport metrics\n\nwith torch.no_grad():\n    metrics.evaluate(m, data)\n",
+        "b.py": "from metrics import evaluate as ev\n\nev(m, data)\n",
+        "c.py": "from metrics import evaluate\n\nhooks = [evaluate]\n",
+    })
+    index = build_index([tmp_path / "metrics.py"], tmp_path)
+    view = index.view(tmp_path / "metrics.py")
+    assert sorted(p.name for p, _ in index.callers(tmp_path / "metrics.py", "evaluate")) == ["a.py", "b.py"]
+    assert view.callers_hold("evaluate", "grad") is True  # c.py passes it around: callers unknown
+    (tmp_path / "c.py").unlink()
+    index = build_index([tmp_path / "metrics.py"], tmp_path)
+    assert index.view(tmp_path / "metrics.py").callers_hold("evaluate", "grad") is False  # b.py does not
+    (tmp_path / "b.py").unlink()
+    index = build_index([tmp_path / "metrics.py"], tmp_path)
+    assert index.view(tmp_path / "metrics.py").callers_hold("evaluate", "grad") is True
+    assert index.view(tmp_path / "metrics.py").callers_hold("evaluate", "eval") is False  # no eval() before it
+
+
+def test_siblings_are_read_only_when_they_name_the_module(tmp_path):
+    _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/metrics.py": _EVALUATE,
+        "pkg/unrelated.py": "x = 1\n",
+        "run.py": "from pkg.metrics import evaluate\n\nevaluate(m, d)\n",
+        "other/deep.py": "from pkg.metrics import evaluate\n\nevaluate(m, d)\n",  # not a folder on the way up
+    })
+    index = build_index([tmp_path / "pkg" / "metrics.py"], tmp_path)
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in index.summaries)
+    assert names == ["pkg/metrics.py", "run.py"]  # the empty __init__.py names neither
+
+
 # --- module resolution -------------------------------------------------------------------
 
 

@@ -118,13 +118,15 @@ class ProjectIndexes:
             snapshot = ProjectIndex(index.root, dict(index.summaries), dict(index.imports), dict(index._roots))
         return snapshot.view(path), changed
 
-    def importers(self, root: Path, path: Path, candidates: list[Path]) -> list[Path]:
-        """Those of ``candidates`` that import ``path``, directly or not."""
+    def dependents(self, root: Path, path: Path, candidates: list[Path]) -> list[Path]:
+        """Those of ``candidates`` whose lint depends on ``path``: they import it, directly or
+        not, or it calls their functions (what holds at its calls)."""
         with self._lock:
             index = self._indexes.get(root)
             if index is None:
                 return []
-            return [c for c in candidates if c != path and path in index.dependencies(c)]
+            called = set(index.imports.get(path, ()))
+            return [c for c in candidates if c != path and (c in called or path in index.dependencies(c))]
 
     def clear(self) -> None:
         with self._lock:
@@ -317,7 +319,7 @@ class TorchlintServer(LanguageServer):
             # As ruff's server does with a panic: the details in the log, the user told once.
             self.show_error(f"torchlint: {snapshot.path or uri}: {failure.describe()}")
         if changed:
-            self.lint_importers(snapshot.path)
+            self.lint_dependents(snapshot.path)
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != snapshot.version:
             return  # closed, or edited meanwhile: the newer version's lint publishes
@@ -343,15 +345,16 @@ class TorchlintServer(LanguageServer):
             return None, False
         return self.projects.update(self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text)
 
-    def lint_importers(self, path: Path | None) -> None:
-        """Lint again the open documents that import ``path``, whose summary just changed."""
+    def lint_dependents(self, path: Path | None) -> None:
+        """Lint again the open documents whose lint depends on ``path`` (they import it, or it
+        calls their functions), whose summary just changed."""
         if path is None:
             return
         path = Path(os.path.abspath(path))
         root = self.project_root(self.settings_for(path))
         documents = {Path(os.path.abspath(d.path)): uri for uri, d in list(self.workspace.text_documents.items()) if d.path and uri.startswith("file:")}
-        for importer in self.projects.importers(root, path, list(documents)):
-            self.schedule_lint(documents[importer], DEBOUNCE_SECONDS)
+        for dependent in self.projects.dependents(root, path, list(documents)):
+            self.schedule_lint(documents[dependent], DEBOUNCE_SECONDS)
 
     def fix_safely(self, snapshot: Snapshot) -> str:
         """The document with every safe fix applied; runs in a worker thread."""
@@ -392,7 +395,7 @@ class TorchlintServer(LanguageServer):
             return
         _, changed = self.projects.update(self.project_root(settings), Path(os.path.abspath(path)), text)
         if changed:
-            self.lint_importers(path)
+            self.lint_dependents(path)
 
     def show_error(self, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))

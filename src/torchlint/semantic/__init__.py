@@ -243,6 +243,20 @@ def _parameter_sources(expr: cst.BaseExpression | None) -> Iterator[cst.BaseExpr
         yield from _parameter_sources(expr.right)
 
 
+def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """What a call passes for a parameter at ``position`` named ``keyword``; None when it is
+    not visible (a splat before it) or not passed."""
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == keyword:
+                return arg.value
+        elif index == position:
+            return arg.value
+    return None
+
+
 def _comp_fors(comp: cst.CompFor | None) -> Iterator[cst.CompFor]:
     while comp is not None:
         yield comp
@@ -398,6 +412,50 @@ class SemanticModel:
     def project_mode_effect(self, func: cst.BaseExpression) -> str | None:
         """``"eval"`` or ``"train"``: the mode an imported project function leaves modules in."""
         return self._project_fact(func, "mode_effect")
+
+    def project_callers_hold(self, function: cst.FunctionDef, fact: str) -> bool | None:
+        """Whether ``fact`` (``"grad"``: gradients off, ``"eval"``: eval mode) holds at every
+        call of a top-level function of this file in the project's other files; None when
+        no other file calls it (``ProjectView.callers_hold``)."""
+        if self.project is None or not isinstance(self.parent(function), cst.Module):
+            return None
+        return self.project.callers_hold(function.name.value, fact)
+
+    def param_given_modules(self, name: cst.Name) -> bool:
+        """An unannotated parameter of a top-level function of this file to which every call
+        of the function, in this file and in the project's other files (the project index),
+        passes a known module; at least one call, and the function never passed around."""
+        assignments = self.assignments(name)
+        if len(assignments) != 1 or not isinstance(assignments[0].node, cst.Param) or assignments[0].node in self.annotations:
+            return False
+        param = assignments[0].node
+        function = self.enclosing_function(param)
+        if function is None or not isinstance(self.parent(function), cst.Module):
+            return False
+        params = list(function.params.params)
+        if param not in params:
+            return False  # keyword-only, *args: not matched by position
+        position = params.index(param)
+        kinds = []
+        for binding in self.assignments_of_function(function):
+            for access in binding.references:
+                call = self.parent(access.node)
+                if not (isinstance(call, cst.Call) and call.func is access.node):
+                    return False  # passed around: its callers are unknown
+                argument = call_argument(call, position, param.name.value)
+                kinds.append(self.kind(argument) if argument is not None else None)
+        if self.project is not None:
+            elsewhere = self.project.argument_kinds(function.name.value, position, param.name.value)
+            if elsewhere is None:
+                return False
+            kinds.extend(elsewhere)
+        return bool(kinds) and all(k is Kind.MODULE for k in kinds)
+
+    def assignments_of_function(self, function: cst.FunctionDef) -> list[Assignment]:
+        scope = self.scopes.get(function)
+        if scope is None:
+            return []
+        return [a for a in scope.assignments[function.name.value] if a.node is function]
 
     # --- kinds -------------------------------------------------------------------------
 

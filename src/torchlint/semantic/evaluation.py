@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from torchlint.semantic import MODULE_RETURNS_SELF
+from torchlint.semantic import MODULE_RETURNS_SELF, call_argument
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -473,18 +473,24 @@ class EvaluationFacts:
             return last.mode == EVAL or (region is not None and self._inside(last.node, region))
         if self._always_in_eval(model, function):
             return True
-        return self._callers_all(function, seen, lambda site, seen: self._eval_at(site, self.function_of[site], None, model, seen))
+        return self._callers_all(function, seen, lambda site, seen: self._eval_at(site, self.function_of[site], None, model, seen), EVAL)
 
-    def _callers_all(self, function, seen, check) -> bool:
-        """Whether ``check`` holds at every call of ``function`` in the file. Unknown callers
-        (none in the file while the function is passed around by name, a framework hook)
-        count as holding; a function with no callers at all does not."""
+    def _callers_all(self, function, seen, check, fact: str) -> bool:
+        """Whether ``check`` holds at every call of ``function`` in the file, and ``fact``
+        (``"grad"``, ``"eval"``) at its calls in the project's other files (the project
+        index). Unknown callers (the function passed around by name, a framework hook) count
+        as holding; a function with no callers at all does not."""
         if function is None:
             return False
         if function in seen or self._framework_owned(function) or self._referenced(function):
             return True
+        elsewhere = self.model.project_callers_hold(function, fact)
+        if elsewhere is False:
+            return False
         sites = self.call_sites(function)
-        return bool(sites) and all(check(site, seen | {function}) for site in sites)
+        if not sites:
+            return elsewhere is True
+        return all(check(site, seen | {function}) for site in sites)
 
     def _always_in_eval(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """``self.model`` put in eval mode somewhere in its class and never back in train
@@ -533,7 +539,7 @@ class EvaluationFacts:
         function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
         if self._grad_switched_off(function, node) or (function is not None and self._grad_switched_off(None, None)):
             return True
-        return self._callers_all(function, seen, lambda site, seen: self.grad_disabled(site, seen))
+        return self._callers_all(function, seen, lambda site, seen: self.grad_disabled(site, seen), "grad")
 
     def _grad_context(self, expr: cst.BaseExpression) -> bool:
         target = expr.func if isinstance(expr, cst.Call) else expr
@@ -763,15 +769,7 @@ class EvaluationFacts:
         index = params.index(param)
         if self._is_method(function) and isinstance(site.func, cst.Attribute) and params and params[0] in ("self", "cls"):
             index -= 1
-        for position, arg in enumerate(site.args):
-            if arg.star:
-                return None
-            if arg.keyword is not None:
-                if arg.keyword.value == param:
-                    return arg.value
-            elif position == index:
-                return arg.value
-        return None
+        return call_argument(site, index, param)
 
     # --- layers that train mode changes ------------------------------------------------
 

@@ -20,7 +20,9 @@ import ast
 import builtins
 import hashlib
 import os
+import re
 import warnings
+from collections import ChainMap
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +32,9 @@ from typing import Callable, Iterable, Iterator
 MAX_IMPORT_DEPTH = 6
 # Files added beyond the linted ones: an import of a huge sibling tree stays bounded.
 MAX_EXTRA_FILES = 2000
+# Files beside the linted ones (their folders up to the project root) read for the calls they
+# make of the linted files' functions.
+MAX_SIBLING_FILES = 500
 _MAX_RESOLUTION = 12  # re-export chains and class hierarchies followed in one question
 
 _BUILTINS = frozenset(dir(builtins))
@@ -61,11 +66,35 @@ class FunctionSummary:
 
 
 @dataclass(frozen=True)
+class CallSite:
+    """A call of a name that may be a project function: ``helper(...)`` of the file's own
+    top-level functions, ``evaluate(...)`` / ``utils.evaluate(...)`` of an imported one."""
+
+    target: str  # the qualified name called (bare for the file's own functions)
+    # The top-level function whose own body makes the call; "" at module level, or inside a
+    # method or a nested function (whose callers the summary does not follow).
+    function: str
+    # Someone else owns the mode and gradients where the call runs: a framework hook, a
+    # method of a module or framework class, a test.
+    owned: bool
+    grad_off: bool  # inside no_grad / inference_mode, or after set_grad_enabled(False)
+    # The mode switches of the calling body before the call, from the last plain one
+    # ("eval", "train", or "call:<qualified name>" of a function called by name).
+    modes_before: tuple[str, ...]
+    # What each argument was built by: the qualified name of the call ("" unknown).
+    args: tuple[str, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ModuleSummary:
     imports: tuple[tuple[str, str], ...]  # (local name, qualified name) of top-level imports
     imported_modules: tuple[str, ...]  # every module any import names ("" parts relative: ".models")
     classes: tuple[ClassSummary, ...]
     functions: tuple[FunctionSummary, ...]
+    calls: tuple[CallSite, ...] = ()
+    # Names of possible project functions used other than by calling them (a callback).
+    references: tuple[str, ...] = ()
 
     @cached_property
     def digest(self) -> str:
@@ -106,6 +135,7 @@ class _Summarizer:
         self.defined = {
             n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        self.functions_defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         top = {id(n) for n in _top_level_imports(tree.body)}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -159,12 +189,26 @@ class _Summarizer:
                 classes.append(self._class(node))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(self._function(node))
+        sites = _Sites(self)
+        sites.visit(self.tree)
         return ModuleSummary(
             imports=tuple(self.top_imports),
             imported_modules=tuple(dict.fromkeys(self.modules)),
             classes=tuple(classes),
             functions=tuple(functions),
+            calls=tuple(sites.calls),
+            references=tuple(dict.fromkeys(sites.references)),
         )
+
+    def callable_name(self, node: ast.expr) -> str | None:
+        """The qualified name of what may be a project function: the file's own top-level
+        function, or a name imported from a module that is not torch's."""
+        qname = self.qualify(node)
+        if qname is None or qname.startswith(("torch.", "torchvision.")) or qname == "torch":
+            return None
+        if "." not in qname and qname in self.defined:
+            return qname if qname in self.functions_defined else None
+        return qname
 
     # --- classes
 
@@ -245,6 +289,171 @@ class _Summarizer:
             qname = self.qualify(func)
             return f"call:{qname}" if qname is not None else None
         return None
+
+
+class _Sites(ast.NodeVisitor):
+    """The calls of possible project functions, with what holds where each one runs (as the
+    evaluation facts judge a same-file call: gradients, the modes switched before it, who owns
+    the code), and the names of possible project functions passed around as values."""
+
+    def __init__(self, summarizer: _Summarizer) -> None:
+        from torchlint.semantic import MODULE_RETURNS_SELF
+        from torchlint.semantic.evaluation import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
+
+        self.summarizer = summarizer
+        self.returns_self = MODULE_RETURNS_SELF
+        self.hooks, self.frameworks = _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
+        self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
+        self.calls: list[CallSite] = []
+        self.references: list[str] = []
+        self.module_body = self.body = _Body("", owned=False, grad=False)  # the body being walked
+        self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
+        self.scopes: list[ast.AST] = []  # enclosing classes and functions
+        self.called: set[int] = set()  # the callees of calls: not references
+
+    # --- bodies
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for item in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+            if item is not None:
+                self.visit(item)
+        cls = self.scopes[-1] if self.scopes and isinstance(self.scopes[-1], ast.ClassDef) else None
+        # A decorator does not cover a coroutine's body; a nested function runs where it is
+        # defined as far as the evaluation facts go (they look at every enclosing block).
+        decorated = isinstance(node, ast.FunctionDef) and any(self._grad_context(d) for d in node.decorator_list)
+        inherited = self.body.grad or self.grad_withs > 0 or self.body.grad_statement if self.scopes else False
+        saved = self.body, self.grad_withs
+        self.body = _Body(node.name if not self.scopes else "", self.body.owned or self._owned(node, cls), decorated or inherited)
+        self.grad_withs = 0
+        self.scopes.append(node)
+        for statement in node.body:
+            self.visit(statement)
+        self.scopes.pop()
+        self.body, self.grad_withs = saved
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        saved = self.body
+        self.body = _Body("", saved.owned, saved.grad or self.grad_withs > 0)
+        self.generic_visit(node)
+        self.body = saved
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for item in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(item)
+        self.scopes.append(node)
+        for statement in node.body:
+            self.visit(statement)
+        self.scopes.pop()
+
+    def _owned(self, function: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None) -> bool:
+        """As ``EvaluationFacts._framework_owned``, from what one file's ``ast`` shows."""
+        if function.name.startswith("test"):
+            return True
+        if cls is None:
+            return False
+        if self.hooks.match(function.name) or cls.name.startswith("Test") or cls.name.endswith("TestCase"):
+            return True
+        bases = [self.summarizer.qualify(b) or "" for b in cls.bases]
+        if any(b.startswith((*self.frameworks, "torch.nn.")) or b.endswith("TestCase") for b in bases):
+            return True
+        return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "forward" for s in cls.body)
+
+    # --- gradients
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        grad = any(self._grad_context(item.context_expr) for item in node.items)
+        for item in node.items:
+            self.visit(item)
+        self.grad_withs += grad
+        for statement in node.body:
+            self.visit(statement)
+        self.grad_withs -= grad
+
+    visit_AsyncWith = visit_With
+
+    def _grad_context(self, expr: ast.expr) -> bool:
+        """As ``EvaluationFacts._grad_context``: gradients off, or deliberately on."""
+        call = expr if isinstance(expr, ast.Call) else None
+        target = call.func if call is not None else expr
+        qname = self.summarizer.qualify(target) or ""
+        if qname in self.grad_contexts:
+            if call is not None and call.args and isinstance(call.args[0], ast.Constant):
+                value = call.args[0].value
+                if (qname.endswith("set_grad_enabled") and value is True) or (qname.endswith("inference_mode") and value is False):
+                    return False
+            return True
+        text = ast.unparse(expr)
+        return any(word in text for word in self.grad_text)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        self.generic_visit(node)
+        call = node.value
+        if isinstance(call, ast.Call) and (self.summarizer.qualify(call.func) or "") in self.grad_contexts:
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
+                self.body.grad_statement = not call.args[0].value  # torch.set_grad_enabled(False)
+
+    # --- calls and references
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            self.body.built[node.targets[0].id] = self._built(node.value)
+
+    def _built(self, value: ast.expr) -> str:
+        # A global read in a function: what the module level built last (a name the function
+        # also assigns is its own).
+        built = ChainMap(self.body.built, self.module_body.built) if self.body is not self.module_body else self.body.built
+        return self.summarizer._built_by(value, built, self.returns_self)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.called.add(id(node.func))
+        self.generic_visit(node)
+        target = self.summarizer.callable_name(node.func)
+        if target is not None and not any(isinstance(a, ast.Starred) for a in node.args):
+            self.calls.append(
+                CallSite(
+                    target=target,
+                    function=self.body.function,
+                    owned=self.body.owned,
+                    grad_off=self.body.grad or self.grad_withs > 0 or self.body.grad_statement,
+                    modes_before=tuple(self.body.modes),
+                    args=tuple(self._built(a) for a in node.args),
+                    keywords=tuple((k.arg, self._built(k.value)) for k in node.keywords if k.arg),
+                )
+            )
+        event = self.summarizer._mode_event(node)
+        if event is not None:
+            if event.startswith("call:"):
+                self.body.modes.append(event)
+            else:
+                self.body.modes[:] = [event]  # what came before no longer matters
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called:
+            self._reference(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called and _dotted(node) is not None:
+            self._reference(node)
+            return
+        self.generic_visit(node)
+
+    def _reference(self, node: ast.expr) -> None:
+        target = self.summarizer.callable_name(node)
+        if target is not None:
+            self.references.append(target)
+
+
+@dataclass
+class _Body:
+    function: str  # the top-level function it is, or ""
+    owned: bool
+    grad: bool  # gradients off (or deliberately on) around the whole body
+    modes: list[str] = field(default_factory=list)
+    built: dict[str, str] = field(default_factory=dict)  # local name -> the call that built it
+    grad_statement: bool = False  # torch.set_grad_enabled(False) so far
 
 
 def _top_level_imports(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -373,6 +582,11 @@ class ProjectIndex:
     # The summarised files and the folders holding them, as strings, for resolving names.
     _files: set[str] = field(default_factory=set, repr=False)
     _folders: set[str] | None = field(default=None, repr=False)
+    # Who calls each project function: (file, function name) -> [(calling file, call)], and
+    # the functions some file passes around by name; built on first use.
+    _callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] | None = field(default=None, repr=False)
+    _referenced: set[tuple[Path, str]] | None = field(default=None, repr=False)
+    _calling_files: dict[Path, set[Path]] = field(default_factory=dict, repr=False)
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -397,10 +611,63 @@ class ProjectIndex:
 
     def digest(self, path: Path) -> str:
         """What a file's lint depends on in other files: the summaries of the files it
-        imports, directly or not, and where they are."""
+        imports, directly or not, and where they are; and the same of every file that calls
+        or passes around one of its functions (what holds at those calls)."""
         if self._digests is None:
             self._digests = self._component_digests()
-        return self._digests.get(Path(os.path.abspath(path)), "")
+        path = Path(os.path.abspath(path))
+        own = self._digests.get(path, "")
+        callers = sorted({self._digests.get(p, "") for p in self.calling_files(path)} - {own})
+        if not callers:
+            return own
+        return hashlib.sha256("|".join([own, *callers]).encode()).hexdigest()
+
+    # --- callers
+
+    def callers(self, path: Path, name: str) -> list[tuple[Path, CallSite]]:
+        """The calls of the top-level function ``name`` of ``path`` in the index, by file."""
+        self._link_callers()
+        return self._callers.get((path, name), [])
+
+    def referenced(self, path: Path, name: str) -> bool:
+        """Whether some file of the index uses the function other than by calling it."""
+        self._link_callers()
+        return (path, name) in self._referenced
+
+    def calling_files(self, path: Path) -> set[Path]:
+        """The other files that call or pass around a function of ``path``."""
+        self._link_callers()
+        return self._calling_files.get(path, set())
+
+    def _link_callers(self) -> None:
+        if self._callers is not None:
+            return
+        callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] = {}
+        referenced: set[tuple[Path, str]] = set()
+        calling: dict[Path, set[Path]] = {}
+        for path, summary in self.summaries.items():
+            view = ProjectView(self, path)
+            targets: dict[str, tuple[Path, str] | None] = {}
+
+            def function(qname: str) -> tuple[Path, str] | None:
+                if qname not in targets:
+                    found = view.symbol(qname)
+                    targets[qname] = (found.path, found.definition.name) if found is not None and isinstance(found.definition, FunctionSummary) else None
+                return targets[qname]
+
+            for call in summary.calls:
+                key = function(call.target)
+                if key is not None:
+                    callers.setdefault(key, []).append((path, call))
+                    if key[0] != path:
+                        calling.setdefault(key[0], set()).add(path)
+            for name in summary.references:
+                key = function(name)
+                if key is not None:
+                    referenced.add(key)
+                    if key[0] != path:
+                        calling.setdefault(key[0], set()).add(path)
+        self._callers, self._referenced, self._calling_files = callers, referenced, calling
 
     def _component_digests(self) -> dict[Path, str]:
         """Per file, a digest of the summaries of every file it reaches through imports: one
@@ -460,14 +727,16 @@ class ProjectIndex:
         """Summarise ``path`` from ``source`` (an editor's unsaved text) and add the files it
         imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
-        self._digests = self._folders = None
+        self._digests = self._folders = self._callers = None
         summary = summarize(source)
         if summary is None:
             self.summaries.pop(path, None)
             self.imports.pop(path, None)
             return
         self.summaries[path] = summary
-        _Builder(self, read or _read_file, None).add_imports([path])
+        builder = _Builder(self, read or _read_file, None)
+        builder.add_imports([path])
+        builder.add_siblings([path])
 
     def roots(self, path: Path) -> tuple[Path, ...]:
         if path not in self._roots:
@@ -516,7 +785,54 @@ class _Builder:
             return self.cache(source, path.suffix)
         return summarize_file_source(source, path.suffix)
 
-    def add_imports(self, paths: Iterable[Path]) -> None:
+    def add_siblings(self, paths: Iterable[Path]) -> None:
+        """Summarise the files that may import ``paths`` by plain or package imports: those
+        in their folders and the folders above, up to the project root, whose text names the
+        module or one of its packages as a word (so may call its functions). Their own imports are
+        linked to the index, not followed."""
+        wanted: dict[Path, set[bytes]] = {}  # folder -> the module names its files may import
+        for path in paths:
+            names = _module_names(path, self.index.root)
+            for folder in _folders_up_to(path.parent, self.index.root):
+                wanted.setdefault(folder, set()).update(names)
+        added: list[Path] = []
+        for folder, names in wanted.items():
+            named = re.compile(rb"\b(?:" + b"|".join(map(re.escape, sorted(names))) + rb")\b").search
+            for sibling in self._listing(folder):
+                if len(added) >= MAX_SIBLING_FILES:
+                    break
+                if sibling in self.index.summaries:
+                    continue
+                source = self.read(sibling)
+                if source is None:
+                    continue
+                text = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+                if not named(text):
+                    continue
+                summary = self.cache(source, sibling.suffix) if self.cache is not None else summarize_file_source(source, sibling.suffix)
+                if summary is not None:
+                    self.index.summaries[sibling] = summary
+                    added.append(sibling)
+        self.add_imports(added, follow=False)
+
+    def _listing(self, folder: Path) -> list[Path]:
+        """The Python files and notebooks in ``folder`` (a symlink loop or an unreadable
+        entry is left out: the run reports those files, the index only skips them)."""
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return []
+        files = []
+        for entry in entries:
+            if entry.name.endswith((".py", ".ipynb")):
+                try:
+                    if entry.is_file():
+                        files.append(Path(entry.path))
+                except OSError:
+                    continue
+        return files
+
+    def add_imports(self, paths: Iterable[Path], follow: bool = True) -> None:
         frontier = list(paths)
         for _depth in range(MAX_IMPORT_DEPTH):
             found: list[Path] = []
@@ -525,7 +841,7 @@ class _Builder:
                 for module in self.index.summaries[path].imported_modules:
                     for file in self._files_of(module, path):
                         deps.append(file)
-                        if file not in self.index.summaries and self.extra < MAX_EXTRA_FILES:
+                        if follow and file not in self.index.summaries and self.extra < MAX_EXTRA_FILES:
                             summary = self.summarize_file(file)
                             if summary is not None:
                                 self.extra += 1
@@ -583,7 +899,29 @@ def build_index(
             index.summaries[path] = summary
             linted.append(path)
     builder.add_imports(linted)
+    builder.add_siblings(linted)
     return index
+
+
+def _folders_up_to(folder: Path, root: Path) -> list[Path]:
+    """``folder`` and the folders above it up to ``root``, when it lies inside ``root``."""
+    folders = [folder]
+    if folder != root and root in folder.parents:
+        for parent in folder.parents:
+            folders.append(parent)
+            if parent == root:
+                break
+    return folders
+
+
+def _module_names(path: Path, root: Path) -> list[bytes]:
+    """The names an import of ``path`` spells: its module and the packages holding it."""
+    names = [path.parent.name if path.stem == "__init__" else path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder != root and folder.parent != folder:
+        names.append(folder.name)
+        folder = folder.parent
+    return [name.encode() for name in dict.fromkeys(names) if name]
 
 
 def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | None:
@@ -814,6 +1152,78 @@ class ProjectView:
                 if effect is not None:
                     return effect
         return None
+
+
+    # --- what holds where other files call this file's functions
+
+    def callers_hold(self, name: str, fact: str) -> bool | None:
+        """Whether ``fact`` holds at every call of this file's top-level function ``name`` in
+        the project's other files: ``"grad"`` gradients are off there (or deliberately on),
+        ``"eval"`` the modules are in eval mode. None when no other file calls it; True when
+        one passes it around by name (its callers are unknown, as in one file)."""
+        if self.index.referenced(self.path, name):
+            return True
+        calls = [(p, c) for p, c in self.index.callers(self.path, name) if p != self.path]
+        if not calls:
+            return None
+        return all(self._holds(p, c, fact, frozenset()) for p, c in calls)
+
+    def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
+        if call.owned:
+            return True
+        if fact == "grad" and call.grad_off:
+            return True
+        if fact == "eval":
+            mode = self._mode_before(path, call)
+            if mode is not None:
+                return mode == "eval"
+        key = (path, call.function)
+        if not call.function or len(seen) > _MAX_RESOLUTION:
+            return False
+        if key in seen:
+            return True  # a recursive call: the other calls decide
+        if self.index.referenced(path, call.function):
+            return True  # passed around in its own file: unknown callers
+        # The calling function's own callers, in its file (as the evaluation facts follow them).
+        calls = [c for p, c in self.index.callers(path, call.function) if p == path]
+        return bool(calls) and all(self._holds(path, c, fact, seen | {key}) for c in calls)
+
+    def _mode_before(self, path: Path, call: CallSite) -> str | None:
+        """The mode the modules are left in by the switches before ``call`` in its body."""
+        view = self if path == self.path else ProjectView(self.index, path)
+        for event in reversed(call.modes_before):
+            if not event.startswith("call:"):
+                return event
+            qname = event[5:]
+            found = view.symbol(qname)
+            if found is not None and isinstance(found.definition, FunctionSummary):
+                effect = view._effect(found, frozenset())
+            else:  # an unknown helper named for a mode, as the evaluation facts read it
+                from torchlint.semantic.evaluation import EVAL, TRAIN, words
+
+                ws = words(qname.rpartition(".")[2])
+                effect = EVAL if EVAL in ws else TRAIN if ws and ws[0] in (TRAIN, "fit") else None
+            if effect is not None:
+                return effect
+        return None
+
+    def argument_kinds(self, name: str, position: int, param: str) -> list | None:
+        """The kinds of what the project's other files pass to this file's top-level function
+        ``name`` for a parameter (at ``position``, or by keyword): one per call, None for an
+        argument of unknown kind; None in all when one of them passes the function around."""
+        from torchlint.semantic import _module_class_kind
+
+        if self.index.referenced(self.path, name):
+            return None
+        calls = [(p, c) for p, c in self.index.callers(self.path, name) if p != self.path]
+        kinds = []
+        for path, call in calls:
+            built = dict(call.keywords).get(param, call.args[position] if position < len(call.args) else "")
+            kind = _module_class_kind(built) if built else None
+            if kind is None and built:
+                kind = ProjectView(self.index, path).call_kind(built)
+            kinds.append(kind)
+        return kinds
 
 
 def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSummary | None:
