@@ -243,6 +243,14 @@ def test_summary_of_classes_and_functions():
     assert ("Block", ".blocks.Block") in summary.imports
 
 
+def test_a_file_too_deep_to_summarise_is_linted_without_a_summary(tmp_path):
+    deep = "import torch\n\nx = " + " + ".join(["a"] * 2000) + "\n"
+    assert summarize(deep) is None
+    (tmp_path / "deep.py").write_text(deep)
+    result = run("check", "--no-cache", "--exit-zero", str(tmp_path / "deep.py"))
+    assert result.exception is None and "Traceback" not in result.output
+
+
 def test_summary_is_none_for_invalid_source():
     assert summarize("def f(:\n") is None
 

@@ -110,9 +110,10 @@ def summarize(source: bytes | str) -> ModuleSummary | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
+        # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
+        return _Summarizer(tree).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _Summarizer(tree).summary()
 
 
 def _dotted(node: ast.expr) -> str | None:
