@@ -243,6 +243,24 @@ def test_summary_of_classes_and_functions():
     assert ("Block", ".blocks.Block") in summary.imports
 
 
+def test_a_lazy_index_reads_imported_files_only_when_asked(tmp_path):
+    _tree(tmp_path, {
+        "blocks.py": "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    pass\n",
+        "models.py": "from blocks import Block\n\n\nclass Net(Block):\n    pass\n",
+        "train.py": "import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n",
+    })
+    train = tmp_path / "train.py"
+    lazy = build_index([train], tmp_path, lazy=True)
+    assert set(lazy.summaries) == {train}
+    assert lazy.view(train).class_kind("models.Net") is Kind.MODULE  # through blocks.py, read now
+    assert set(lazy.summaries) == {train, tmp_path / "models.py", tmp_path / "blocks.py"}
+    # The cache's digest covers every imported file, as the eager index's does.
+    fresh = build_index([train], tmp_path, lazy=True)
+    eager = build_index([train], tmp_path)
+    assert fresh.digest(train) == eager.digest(train) == lazy.digest(train)
+    assert fresh.dependencies(train) == eager.dependencies(train)
+
+
 def test_a_file_too_deep_to_summarise_is_linted_without_a_summary(tmp_path):
     deep = "import torch\n\nx = " + " + ".join(["a"] * 2000) + "\n"
     assert summarize(deep) is None

@@ -172,4 +172,6 @@ def _build_project(files: Sequence[Path], settings: Settings, options: RunOption
     from torchlint.semantic.project import build_index, cached_summarize
 
     summaries = cached_summarize(settings.root) if options.use_cache else None
-    return build_index(files, settings.root, summaries)
+    # Lazy: the imported files are summarised when a question reaches them (all of them only
+    # for the cache keys' digests).
+    return build_index(files, settings.root, summaries, lazy=True, cache_root=settings.root if options.use_cache else None)

@@ -588,6 +588,51 @@ class ProjectIndex:
     _callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] | None = field(default=None, repr=False)
     _referenced: set[tuple[Path, str]] | None = field(default=None, repr=False)
     _calling_files: dict[Path, set[Path]] = field(default_factory=dict, repr=False)
+    # A lazy index (a command-line run) summarises the files the linted ones import only when
+    # a question reaches them, and all of them (as far as the bounds go) only when the cache
+    # needs their digests. ``cache_root``: where summaries are cached, if anywhere.
+    lazy: bool = False
+    cache_root: Path | None = None
+    linted: tuple[Path, ...] = ()
+    # The files whose calls count as callers: the linted files and the files beside them,
+    # fixed when the index is built (so a question's answer never depends on what was
+    # summarised before it); None: every summarised file.
+    callers_from: frozenset[Path] | None = None
+    _closed: bool = field(default=False, repr=False)
+    _loaded: dict[Path, ModuleSummary | None] = field(default_factory=dict, repr=False)
+    _exists: dict[str, bool] = field(default_factory=dict, repr=False)
+    _is_dir: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def summary(self, path: Path) -> ModuleSummary | None:
+        """The summary of an indexed file; in a lazy index, of any project file, read when
+        first asked."""
+        found = self.summaries.get(path)
+        if found is not None or not self.lazy:
+            return found
+        if path not in self._loaded:
+            self._loaded[path] = None
+            if len(self._loaded) <= MAX_EXTRA_FILES:
+                source = _read_file(path)
+                if source is not None:
+                    self._loaded[path] = self._summarizer()(source, path.suffix)
+        summary = self._loaded[path]
+        if summary is not None:
+            self.summaries[path] = summary
+        return summary
+
+    def _summarizer(self) -> Callable[[bytes, str], ModuleSummary | None]:
+        return cached_summarize(self.cache_root) if self.cache_root is not None else summarize_file_source
+
+    def _close(self) -> None:
+        """Summarise every file the linted ones import, directly or not (within the bounds):
+        what the digests of the cache keys cover."""
+        if self.lazy and not self._closed:
+            self._closed = True
+            cache = cached_summarize(self.cache_root) if self.cache_root is not None else None
+            builder = _Builder(self, _read_file, cache)
+            builder.add_imports(self.linted)
+            builder.add_imports(sorted(self.callers_from - set(self.linted)), follow=False)  # the files beside them
+            self._digests = None
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -599,6 +644,7 @@ class ProjectIndex:
 
     def dependencies(self, path: Path) -> list[Path]:
         """Every file ``path`` imports, directly or not, in the index."""
+        self._close()
         path = Path(os.path.abspath(path))
         seen = {path}
         stack = [path]
@@ -614,6 +660,7 @@ class ProjectIndex:
         """What a file's lint depends on in other files: the summaries of the files it
         imports, directly or not, and where they are; and the same of every file that calls
         or passes around one of its functions (what holds at those calls)."""
+        self._close()
         if self._digests is None:
             self._digests = self._component_digests()
         path = Path(os.path.abspath(path))
@@ -646,7 +693,9 @@ class ProjectIndex:
         callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] = {}
         referenced: set[tuple[Path, str]] = set()
         calling: dict[Path, set[Path]] = {}
-        for path, summary in self.summaries.items():
+        sources = self.summaries if self.callers_from is None else self.callers_from
+        for path in sorted(sources):
+            summary = self.summaries[path]
             view = ProjectView(self, path)
             targets: dict[str, tuple[Path, str] | None] = {}
 
@@ -745,10 +794,23 @@ class ProjectIndex:
         return self._roots[path]
 
     def resolve_module(self, module: str, path: Path) -> Iterator[tuple[Path, list[str]]]:
+        if self.lazy:  # any file of the project, summarised when asked
+            return module_files(module, path, self.roots(path), self._file_exists, self._folder_exists)
         if self._folders is None:
             self._files = {str(file) for file in self.summaries}
             self._folders = {str(folder) for file in self.summaries for folder in file.parents}
         return module_files(module, path, self.roots(path), self._files.__contains__, self._folders.__contains__)
+
+
+    def _file_exists(self, path: str) -> bool:
+        if path not in self._exists:
+            self._exists[path] = os.path.isfile(path)
+        return self._exists[path]
+
+    def _folder_exists(self, path: str) -> bool:
+        if path not in self._is_dir:
+            self._is_dir[path] = os.path.isdir(path)
+        return self._is_dir[path]
 
 
 def _read_file(path: Path) -> bytes | None:
@@ -842,7 +904,11 @@ class _Builder:
                 for module in self.index.summaries[path].imported_modules:
                     for file in self._files_of(module, path):
                         deps.append(file)
-                        if follow and file not in self.index.summaries and self.extra < MAX_EXTRA_FILES:
+                        if not follow or file in self.index.imports or file in found:
+                            continue
+                        if file in self.index.summaries:  # summarised already (a lazy index's question)
+                            found.append(file)
+                        elif self.extra < MAX_EXTRA_FILES:
                             summary = self.summarize_file(file)
                             if summary is not None:
                                 self.extra += 1
@@ -886,9 +952,12 @@ def build_index(
     files: Iterable[Path],
     root: Path,
     summary_cache: Callable[[bytes], ModuleSummary | None] | None = None,
+    lazy: bool = False,
+    cache_root: Path | None = None,
 ) -> ProjectIndex:
-    """The index of the linted Python files and the project files they import."""
-    index = ProjectIndex(Path(os.path.abspath(root)))
+    """The index of the linted Python files and the project files they import (``lazy``:
+    those only when asked, through ``ProjectIndex.summary``)."""
+    index = ProjectIndex(Path(os.path.abspath(root)), lazy=lazy, cache_root=cache_root)
     builder = _Builder(index, _read_file, summary_cache)
     linted = []
     for file in files:
@@ -899,8 +968,12 @@ def build_index(
         if summary is not None:
             index.summaries[path] = summary
             linted.append(path)
-    builder.add_imports(linted)
+    index.linted = tuple(linted)
+    if not lazy:
+        builder.add_imports(linted)
     builder.add_siblings(linted)
+    if lazy:
+        index.callers_from = frozenset(index.summaries)
     return index
 
 
@@ -992,7 +1065,7 @@ class ProjectView:
         if depth > _MAX_RESOLUTION or not qname:
             return None
         head, _, rest = qname.partition(".")
-        own = self.index.summaries.get(path)
+        own = self.index.summary(path)
         if own is not None and not qname.startswith(".") and not rest:
             local = _definition(own, head)
             if local is not None:
@@ -1000,7 +1073,9 @@ class ProjectView:
         for file, names in self.index.resolve_module(qname, path):
             if len(names) != 1:
                 continue
-            summary = self.index.summaries[file]
+            summary = self.index.summary(file)
+            if summary is None:
+                continue  # not Python the summary can read
             definition = _definition(summary, names[0])
             if definition is not None:
                 return Symbol(file, summary, definition)
