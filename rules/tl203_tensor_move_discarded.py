@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 
 MOVES = ("to", "cuda", "cpu")
@@ -57,6 +59,15 @@ class TensorMoveDiscarded(Rule):
     name = "tensor-move-discarded"
     required_words = (("to", "cuda", "cpu"), (*(name.removeprefix("torch.") for name in TENSOR_FACTORIES), "~loader"))
     message = "`{call}` returns a moved copy, which is thrown away: tensors do not move in place"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A statement that is only ``name.to(...)``, ``name.cuda(...)`` or ``name.cpu(...)``."""
+        return any(
+            isinstance(call := n.value, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in MOVES and isinstance(call.func.value, ast.Name)
+            for n in module.nodes(ast.Expr)
+        )
 
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value

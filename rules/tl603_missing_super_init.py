@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 
 # nn.Module methods that need the registries `nn.Module.__init__` creates.
@@ -56,6 +58,16 @@ class MissingSuperInit(Rule):
     required_words = (("__init__",),)
     message = "`{cls}.__init__` never calls `super().__init__()`"
     late_message = "`{cls}.__init__` assigns `self.{attr}` before calling `super().__init__()`"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A class with a base class and an ``__init__`` whose first statement (after the
+        docstring) calls no ``__init__``: where it does, there is nothing before the call and
+        it is not missing."""
+        return any(
+            node.bases and any(_init_starts_without_call(s) for s in node.body)
+            for node in module.nodes(ast.ClassDef)
+        )
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.semantic.classes.get(node)
@@ -201,6 +213,21 @@ class _InitCalls(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__":
             self.found = True
         return not self.found
+
+
+def _init_starts_without_call(statement: ast.stmt) -> bool:
+    """Whether ``statement`` is an ``__init__`` whose first statement, past string statements
+    (its docstring), calls no attribute named ``__init__``."""
+    if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement.name != "__init__":
+        return False
+    first = next((s for s in statement.body if not _is_string_statement(s)), None)
+    return first is None or not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__" for n in ast.walk(first)
+    )
+
+
+def _is_string_statement(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
 
 
 def _init_method(node: cst.ClassDef) -> cst.FunctionDef | None:

@@ -13,7 +13,7 @@ import pytest
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
 from torchlint.notebook import lint_notebook
-from torchlint.rule import FileWords, all_rules
+from torchlint.rule import Prescreen, all_rules
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -60,10 +60,10 @@ def test_words_are_whole_words_and_marked_ones_any_text():
     class Needs:
         required_words = (("backward", "manual_backward"), ("~Loss",))
 
-    assert FileWords(b"loss.backward()\n").admit(Needs)
-    assert FileWords("crit = nn.CrossEntropyLoss()\ntrainer.manual_backward(x)\n").admit(Needs)
-    assert not FileWords(b"loss.backwards()\n").admit(Needs)  # not the whole word
-    assert not FileWords(b"x.backward()\n").admit(Needs)  # a group without a word of it
+    assert Prescreen.of_source(b"loss.backward()\n").admit(Needs)
+    assert Prescreen.of_source("crit = nn.CrossEntropyLoss()\ntrainer.manual_backward(x)\n").admit(Needs)
+    assert not Prescreen.of_source(b"loss.backwards()\n").admit(Needs)  # not the whole word
+    assert not Prescreen.of_source(b"x.backward()\n").admit(Needs)  # a group without a word of it
 
 
 def test_name_parts_split_as_camel_case_and_underscores():
@@ -71,9 +71,9 @@ def test_name_parts_split_as_camel_case_and_underscores():
         required_words = (("*val", "*testloader"),)
 
     for text in (b"X_val = 1", b"valLoss", b"VAL", b'split = "Val"', b"for x in TestLoader: pass", b"testloader"):
-        assert FileWords(text).admit(Needs), text
+        assert Prescreen.of_source(text).admit(Needs), text
     for text in (b"value = interval", b"evaluate()", b"testloaders"):
-        assert not FileWords(text).admit(Needs), text
+        assert not Prescreen.of_source(text).admit(Needs), text
 
 
 def test_a_file_no_rule_can_report_on_is_only_syntax_checked(monkeypatch):
@@ -102,7 +102,7 @@ def test_a_fix_that_writes_a_held_back_rules_words_lets_it_run():
         b"    opt.step()\n"
     )
     rules = select_rules(["TL101", "TL108"], [], [])
-    assert not FileWords(source).admit(next(r for r in rules if r.code == "TL108"))
+    assert not Prescreen.of_source(source).admit(next(r for r in rules if r.code == "TL108"))
     with_prescreen = lint_module_source(source, rules, FixMode.UNSAFE)
     without = lint_module_source(source, rules, FixMode.UNSAFE, prescreen=False)
     assert b"opt.zero_grad()" in with_prescreen.fixed_source
