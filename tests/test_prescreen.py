@@ -1,7 +1,8 @@
-"""The prescreen (``Rule.required_words``) changes nothing but the time a run takes: every
-fixture and the real code of the corpus test lint to the same findings, fixes, text edits,
-fixed output and failures with it as without it, with every rule selected, with and without
-fixing. A rule whose words are not a necessary condition of its findings fails here."""
+"""The prescreen (``Rule.required_words`` and ``Rule.candidate``, on Python's ``ast`` tree)
+changes nothing but the time a run takes: every fixture and the real code of the corpus test
+lint to the same findings, fixes, text edits, fixed output and failures with it as without
+it, with every rule selected, with and without fixing. A rule whose words or candidate test
+are not a necessary condition of its findings fails here."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
 from torchlint.notebook import lint_notebook
-from torchlint.rule import Prescreen, all_rules
+from torchlint.rule import Prescreen, all_rules, rule_by_code
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -107,3 +108,57 @@ def test_a_fix_that_writes_a_held_back_rules_words_lets_it_run():
     without = lint_module_source(source, rules, FixMode.UNSAFE, prescreen=False)
     assert b"opt.zero_grad()" in with_prescreen.fixed_source
     assert with_prescreen == without
+
+
+def test_comments_docstrings_and_string_statements_hold_no_words():
+    class Needs:
+        required_words = (("cuda",),)
+
+    for text in (
+        '"""Runs on cuda."""\nx = 1\n',
+        'def f():\n    """cuda"""\n    return 1\n',
+        "x = 1  # x.cuda()\n",
+        'x = 1\n"""\nx.cuda()\n"""\n',
+    ):
+        assert not Prescreen.of_source(text).admit(Needs), text
+    for text in ("x.cuda()\n", 'd = "cuda:0"\n', 'd = f"cuda:{i}"\n', "f(cuda=1)\n", "import torch.cuda\n",
+                 "from a import b as cuda\n", "def f(cuda): pass\n", "class cuda: pass\n", 'f"{x.cuda()}"\n'):
+        assert Prescreen.of_source(text).admit(Needs), text
+
+
+# Fixtures whose rule's words are only in comments and docstrings: held back, and silent anyway.
+WORDS_IN_COMMENTS = sorted(FIXTURES.glob("rules/*/clean_*_in_comment*.py"))
+
+
+@pytest.mark.parametrize("path", WORDS_IN_COMMENTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_words_only_in_comments_hold_the_rule_back(path: Path):
+    assert not Prescreen.of_source(path.read_bytes()).admit(rule_by_code(path.parent.name))
+
+
+def test_some_fixtures_have_words_only_in_comments():
+    assert len(WORDS_IN_COMMENTS) >= 4
+
+
+# Per rule: code holding the rule's words without a candidate, then with one.
+CANDIDATES = {
+    "TL201": ("import torch\nok = torch.cuda.is_available()\n", "import torch\nx = torch.ones(1).cuda()\n"),
+    "TL202": (
+        "class Net(nn.Module):\n    def forward(self, x):\n        return x\n    def move(self, x):\n        return x.cuda()\n",
+        "class Net(nn.Module):\n    async def forward(self, x):\n        return [y.to('cuda') for y in x]\n",
+    ),
+    "TL203": ("x = torch.ones(1)\nx = x.to(device)\n", "x = torch.ones(1)\nx.to(device)\n"),
+    "TL602": ("class Net(nn.Module):\n    def __call__(self, x):\n        return self.forward(x)\n", "y = model.forward(x)\n"),
+    "TL603": (
+        'class Net(nn.Module):\n    def __init__(self):\n        """A net."""\n        super().__init__()\n        self.fc = nn.Linear(1, 1)\n'
+        "class Plain:\n    def __init__(self):\n        self.fc = nn.Linear(1, 1)\n",
+        'class Net(nn.Module):\n    def __init__(self):\n        """A net."""\n        self.fc = nn.Linear(1, 1)\n        super().__init__()\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(CANDIDATES))
+def test_candidate_tests(code: str):
+    rule = rule_by_code(code)
+    without, with_candidate = CANDIDATES[code]
+    assert not Prescreen.of_source(without).admit(rule)
+    assert Prescreen.of_source(with_candidate).admit(rule)
