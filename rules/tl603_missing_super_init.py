@@ -61,13 +61,10 @@ class MissingSuperInit(Rule):
 
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
-        """A class with a base class and an ``__init__`` whose first statement (after the
-        docstring) calls no ``__init__``: where it does, there is nothing before the call and
-        it is not missing."""
-        return any(
-            node.bases and any(_init_starts_without_call(s) for s in node.body)
-            for node in module.nodes(ast.ClassDef)
-        )
+        """A class with a base class and an ``__init__`` that calls no ``__init__``, or that
+        gives ``self`` an attribute (or calls a ``register_*`` method) before the first
+        statement that calls one: otherwise the call is neither missing nor late."""
+        return any(node.bases and any(map(_may_miss_init, node.body)) for node in module.nodes(ast.ClassDef))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.semantic.classes.get(node)
@@ -215,19 +212,31 @@ class _InitCalls(cst.CSTVisitor):
         return not self.found
 
 
-def _init_starts_without_call(statement: ast.stmt) -> bool:
-    """Whether ``statement`` is an ``__init__`` whose first statement, past string statements
-    (its docstring), calls no attribute named ``__init__``."""
+def _may_miss_init(statement: ast.stmt) -> bool:
+    """Whether ``statement`` is an ``__init__`` that calls no attribute named ``__init__``, or
+    that gives ``self`` an attribute (or registers one) before its first statement that does."""
     if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement.name != "__init__":
         return False
-    first = next((s for s in statement.body if not _is_string_statement(s)), None)
-    return first is None or not any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__" for n in ast.walk(first)
-    )
+    for inner in statement.body:
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__" for n in ast.walk(inner)):
+            return False
+        if _gives_self_attribute(inner):
+            return True
+    return True
 
 
-def _is_string_statement(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+def _gives_self_attribute(statement: ast.stmt) -> bool:
+    """``self.x = ...``, ``self.x: T = ...`` or ``self.register_buffer(...)``."""
+    if isinstance(statement, ast.Assign):
+        return any(_is_self_attribute(t) for t in statement.targets)
+    if isinstance(statement, ast.AnnAssign):
+        return statement.value is not None and _is_self_attribute(statement.target)
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and _is_self_attribute(call.func) and call.func.attr in _REGISTRY_METHODS
+
+
+def _is_self_attribute(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self"
 
 
 def _init_method(node: cst.ClassDef) -> cst.FunctionDef | None:

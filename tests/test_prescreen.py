@@ -83,7 +83,7 @@ def test_a_file_no_rule_can_report_on_is_only_syntax_checked(monkeypatch):
     def parse(source):
         raise AssertionError("LibCST parsed a file that no rule can report on")
 
-    monkeypatch.setattr(engine, "parse", parse)
+    monkeypatch.setattr(engine.cst, "parse_module", parse)
     rules = select_rules(["ALL"], [], [])
     assert lint_module_source(b"x = 1\n", rules).findings == []
     [finding] = lint_module_source(b"x = (\n", rules).findings
@@ -150,7 +150,9 @@ CANDIDATES = {
     "TL602": ("class Net(nn.Module):\n    def __call__(self, x):\n        return self.forward(x)\n", "y = model.forward(x)\n"),
     "TL603": (
         'class Net(nn.Module):\n    def __init__(self):\n        """A net."""\n        super().__init__()\n        self.fc = nn.Linear(1, 1)\n'
-        "class Plain:\n    def __init__(self):\n        self.fc = nn.Linear(1, 1)\n",
+        "class Plain:\n    def __init__(self):\n        self.fc = nn.Linear(1, 1)\n"
+        "class Opt(Optimizer):\n    def __init__(self, params, lr):\n        defaults = dict(lr=lr)\n        super().__init__(params, defaults)\n"
+        "        self.fc = nn.Linear(1, 1)\n",
         'class Net(nn.Module):\n    def __init__(self):\n        """A net."""\n        self.fc = nn.Linear(1, 1)\n        super().__init__()\n',
     ),
 }
