@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
 
@@ -93,6 +95,14 @@ class HardcodedCuda(Rule):
     name = "hardcoded-cuda"
     required_words = (("cuda",),)
     message = "`{what}` hardcodes CUDA: the code fails on machines without a GPU"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call of ``.cuda(...)``, or a string starting with ``cuda`` (what ``cuda_string``
+        accepts: every other finding is of one)."""
+        return any(isinstance(n.value, str) and n.value.startswith("cuda") for n in module.nodes(ast.Constant)) or any(
+            isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" for n in module.nodes(ast.Call)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.rule import Prescreen, Rule
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import cuda_string
 
@@ -51,6 +53,17 @@ class DeviceMoveInForward(Rule):
     name = "device-move-in-forward"
     required_words = (("forward",), ("cuda", "to"), ("cuda", "device"))
     message = "`{call}` in `forward` moves inputs to a fixed device; follow the parameters' device instead"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A function named ``forward`` holding a call of ``.cuda(...)`` or ``.to(...)``."""
+        return any(
+            function.name == "forward" and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cuda", "to")
+                for n in ast.walk(function)
+            )
+            for function in module.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 
 MOVES = ("to", "cuda", "cpu")
@@ -58,6 +60,15 @@ class TensorMoveDiscarded(Rule):
     required_words = (("to", "cuda", "cpu"), (*(name.removeprefix("torch.") for name in TENSOR_FACTORIES), "~loader"))
     message = "`{call}` returns a moved copy, which is thrown away: tensors do not move in place"
 
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A statement that is only ``name.to(...)``, ``name.cuda(...)`` or ``name.cpu(...)``."""
+        return any(
+            isinstance(call := n.value, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in MOVES and isinstance(call.func.value, ast.Name)
+            for n in module.nodes(ast.Expr)
+        )
+
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in MOVES):
@@ -86,12 +97,30 @@ class TensorMoveDiscarded(Rule):
         loader:``) may be a dict, a tokenizer's ``BatchEncoding`` or a graph batch, whose
         ``.to()`` moves in place."""
         for ancestor in self.semantic.ancestors(name):
-            if isinstance(ancestor, cst.For) and "loader" in self.context.module.code_for_node(ancestor.iter).lower():
+            if isinstance(ancestor, cst.For) and "loader" in _names_and_strings(ancestor.iter).lower():
                 target = ancestor.target
                 if isinstance(ancestor.iter, cst.Call) and isinstance(ancestor.iter.func, cst.Name) and ancestor.iter.func.value == "enumerate":
                     target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
                 return any(t.value == name.value for t in _sample_elements(target))
         return False
+
+
+def _names_and_strings(node: cst.CSTNode) -> str:
+    """The names and strings of ``node``'s code, not its comments: what the prescreen sees."""
+    found = []
+
+    class Words(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node.value)
+
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            found.append(node.value)
+
+        def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+            found.append(node.value)
+
+    node.visit(Words())
+    return " ".join(found)
 
 
 def _sample_elements(target: cst.BaseExpression | None) -> list[cst.Name]:

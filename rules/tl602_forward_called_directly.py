@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 
 
@@ -40,6 +42,14 @@ class ForwardCalledDirectly(Rule):
     required_words = (("forward",),)
     message = "`{module}.forward(...)` skips the module's hooks; call `{module}(...)`"
 
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call of ``X.forward(...)`` where ``X`` is not ``self``."""
+        return any(
+            isinstance(n.func, ast.Attribute) and n.func.attr == "forward" and not _is_self(n.func.value)
+            for n in module.nodes(ast.Call)
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "forward"):
@@ -60,3 +70,7 @@ class ForwardCalledDirectly(Rule):
                 return True
             function = self.semantic.enclosing_function(function)
         return False
+
+
+def _is_self(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Name) and expr.id == "self"

@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix, Prescreen, Rule
 from torchlint.semantic import Kind
 
 # nn.Module methods that need the registries `nn.Module.__init__` creates.
@@ -56,6 +58,13 @@ class MissingSuperInit(Rule):
     required_words = (("__init__",),)
     message = "`{cls}.__init__` never calls `super().__init__()`"
     late_message = "`{cls}.__init__` assigns `self.{attr}` before calling `super().__init__()`"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A class with a base class and an ``__init__`` that calls no ``__init__``, or that
+        gives ``self`` an attribute (or calls a ``register_*`` method) before the first
+        statement that calls one: otherwise the call is neither missing nor late."""
+        return any(node.bases and any(map(_may_miss_init, node.body)) for node in module.nodes(ast.ClassDef))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.semantic.classes.get(node)
@@ -201,6 +210,33 @@ class _InitCalls(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__":
             self.found = True
         return not self.found
+
+
+def _may_miss_init(statement: ast.stmt) -> bool:
+    """Whether ``statement`` is an ``__init__`` that calls no attribute named ``__init__``, or
+    that gives ``self`` an attribute (or registers one) before its first statement that does."""
+    if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement.name != "__init__":
+        return False
+    for inner in statement.body:
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__" for n in ast.walk(inner)):
+            return False
+        if _gives_self_attribute(inner):
+            return True
+    return True
+
+
+def _gives_self_attribute(statement: ast.stmt) -> bool:
+    """``self.x = ...``, ``self.x: T = ...`` or ``self.register_buffer(...)``."""
+    if isinstance(statement, ast.Assign):
+        return any(_is_self_attribute(t) for t in statement.targets)
+    if isinstance(statement, ast.AnnAssign):
+        return statement.value is not None and _is_self_attribute(statement.target)
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and _is_self_attribute(call.func) and call.func.attr in _REGISTRY_METHODS
+
+
+def _is_self_attribute(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self"
 
 
 def _init_method(node: cst.ClassDef) -> cst.FunctionDef | None:

@@ -27,7 +27,7 @@ CASES = {
     ),
     # Deep, but within what Python compiles: LibCST's visitors recurse once per level.
     "deep_calls": (
-        ("x = " + "f(" * 190 + ")" * 190 + "  # .cuda(): a word that makes TL201 look\n").encode(),
+        ("x = " + "f(" * 190 + "y.cuda()" + ")" * 190 + "  # .cuda(): makes TL201 look\n").encode(),
         "deep_calls.py:1:1: TL000 the file is nested too deeply to analyse",
     ),
     "long_sum": (("x = 1" + " + 1" * 20000 + "\n").encode(), "long_sum.py:1:1: TL000 the file is nested too deeply to parse"),

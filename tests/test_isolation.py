@@ -150,7 +150,7 @@ def test_every_format_reports_the_internal_error(failing_tl801, project, output_
 
 
 def test_no_finding_but_an_internal_error_is_not_all_checks_passed(failing_tl801, tmp_path):
-    (tmp_path / "x.py").write_text("boom()  # torch.cuda.amp.autocast: the words TL801 needs to run\n")
+    (tmp_path / "x.py").write_text('boom("torch.cuda.amp.autocast")  # a string holding the words TL801 needs to run\n')
     result = run("x.py")
     assert result.exit_code == 2 and "All checks passed!" not in result.output
     assert "1 internal error (reported above)" in result.output

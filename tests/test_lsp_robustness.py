@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pygls")
 
 BIG = "import torch\n" + "".join(f"x{i} = torch.zeros({i}).cuda()\n" for i in range(3000))
-BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\nboom()  # amp.autocast: TL801 runs\ntorch.save(model, 'm.pt')\n"
+BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\nboom('amp.autocast')  # the words TL801 needs\ntorch.save(model, 'm.pt')\n"
 # A server whose TL801 raises on `boom()`: a deliberately failing rule.
 FAILING_SERVER = """
 import libcst as cst

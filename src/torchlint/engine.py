@@ -5,7 +5,6 @@ It knows nothing about PyTorch: rules and the semantic model bring that.
 
 from __future__ import annotations
 
-import ast
 import bisect
 import dataclasses
 import functools
@@ -14,7 +13,6 @@ import io
 import os
 import re
 import tokenize
-import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -22,7 +20,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchlint.rule import Applicability, Edit, Finding, FileWords, Fix, Location, Rule, RuleContext, visits
+from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
 
 INVALID_FILE = "TL000"
 # A fix can enable another (or be deferred by an overlapping one): re-lint until stable.
@@ -50,9 +48,7 @@ def _error(message: str, row: int = 1, col: int = 1) -> Finding:
 
 def check_syntax(source: bytes | str) -> None:
     """Raise what Python's own parser finds wrong with the source."""
-    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
-        warnings.simplefilter("ignore")
-        compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
+    syntax_tree(source)
 
 
 def parse(source: bytes | str) -> cst.Module:
@@ -60,6 +56,11 @@ def parse(source: bytes | str) -> cst.Module:
     position and reason of a syntax error best, and it refuses nesting so deep that LibCST's
     native parser would overflow its stack and crash the process."""
     check_syntax(source)
+    return _parse_checked(source)
+
+
+def _parse_checked(source: bytes | str) -> cst.Module:
+    """``parse`` of a source Python's parser has accepted."""
     module = cst.parse_module(source)
     if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
         # LibCST sees a final newline only in "\n": a file with "\r" line endings would
@@ -451,23 +452,16 @@ def lint_module_source(
     a notebook's joined cells. Findings come back sorted, with suppressed ones removed. A
     rule that raises is reported in ``failures``, and contributes no finding and no fix.
 
-    The prescreen (``Rule.required_words``) runs only the rules whose words the text holds;
-    when none is left, the source is only checked by Python's parser (for TL000) and LibCST
-    never parses it. ``prescreen=False`` runs every rule (the tests compare the two).
+    Python's own parser checks the source first (TL000). The prescreen then runs only the
+    rules it admits (``Rule.required_words`` and ``Rule.candidate``, on that parser's tree);
+    when none is left, LibCST never parses the source. ``prescreen=False`` runs every rule
+    (the tests compare the two).
     """
-    waiting: list[type[Rule]] = []  # rules the prescreen held back, admitted again after a fix adds their words
-    if prescreen:
-        words = FileWords(source)
-        waiting = [r for r in rules if not words.admit(r)]
-        rules = [r for r in rules if r not in waiting]
-        if not any(map(visits, rules)):
-            try:
-                check_syntax(source)
-            except Exception as error:
-                return SourceResult([parse_error_finding(error)], source, source)
-            return SourceResult([], source, source)
     try:
-        module = parse(source)
+        rules, waiting = _prescreened(source, rules, prescreen)
+        if not any(map(visits, rules)):
+            return SourceResult([], source, source)
+        module = _parse_checked(source)
     except Exception as error:  # any parse failure is a finding, never a crash
         return SourceResult([parse_error_finding(error)], source, source)
     failures: dict[str, BaseException] = {}
@@ -483,6 +477,20 @@ def lint_module_source(
             continue  # without the rule that failed after other fixes were applied
         result.failures = [RuleFailure.from_exception(code, error) for code, error in sorted(failures.items())]
         return result
+
+
+def _prescreened(
+    source: bytes | str, rules: Sequence[type[Rule]], prescreen: bool = True
+) -> tuple[list[type[Rule]], list[type[Rule]]]:
+    """The rules the prescreen admits for the source and those it holds back (``prescreen``
+    False: all admitted, after the syntax check). The ``ast`` tree is dropped on return: it
+    is a fifth of the size of LibCST's and is not needed while LibCST's is held."""
+    if not prescreen:
+        check_syntax(source)
+        return list(rules), []
+    screen = Prescreen.of_source(source)
+    admitted = [r for r in rules if screen.admit(r)]
+    return admitted, [r for r in rules if r not in admitted]
 
 
 class _Restart(Exception):
@@ -515,10 +523,12 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         fixed_count += applied
         code = module.code
         suppressions = find_suppressions(code)
-        if waiting:  # a fix may have written the words of a rule held back
-            words = FileWords(code)
-            rules = rules + [r for r in waiting if words.admit(r)]
-            waiting = [r for r in waiting if r not in rules]
+        if waiting:  # a fix may have written the words or nodes of a rule held back
+            try:
+                admitted, waiting = _prescreened(code, waiting)
+            except Exception:  # code LibCST writes that Python's parser refuses: run them all
+                admitted, waiting = waiting, []
+            rules = rules + admitted
     if with_edits:
         findings = _with_edits(module, findings, failures)
         if fixed_count and any(f.code in failures for f in findings):

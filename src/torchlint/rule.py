@@ -7,14 +7,17 @@ owns everything else (positions, suppression, fixes, output).
 
 from __future__ import annotations
 
+import ast
 import enum
 import importlib
 import inspect
 import pkgutil
 import re
+import warnings
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Callable, ClassVar, Mapping, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -106,17 +109,27 @@ class Rule(cst.BatchableCSTVisitor):
     # Opt-in rules are not selected by default: their precision on real code (the ecosystem
     # triage) is below the bar for the default set. A selector that names them selects them.
     opt_in: ClassVar[bool] = False
-    # The prescreen: what a file's text must contain for this rule to find anything in it, as
-    # groups of words, at least one word of each group. A word is matched as a whole
-    # identifier, attribute, keyword or word of a string or comment (``"backward"``); one
-    # written ``"~loss"`` matches the text anywhere, in any case (``CrossEntropyLoss``); one
-    # written ``"*val"`` matches a part of a word as camelCase and underscores split it, or a
-    # whole word, in any case (``X_val``, ``valLoss``, ``VAL``; not ``value``).
-    # Each group must be a necessary condition, for every fix pass too (a file without these
-    # words never gets a finding of this rule), derived from the rule and the facts it asks
-    # for; words from other files (the project index) do not count. The engine runs the rule
-    # only on files that pass. Empty: the rule runs on every file.
+    # The prescreen: what a module's code must contain for this rule to find anything in it,
+    # as groups of words, at least one word of each group. A word is matched as a whole
+    # identifier (a name, attribute, keyword argument, parameter, definition or import) or a
+    # word of a string constant; comments and docstrings do not count (``Prescreen``). One
+    # written ``"~loss"`` matches the code's identifiers and strings anywhere, in any case
+    # (``CrossEntropyLoss``); one written ``"*val"`` matches a part of a word as camelCase and
+    # underscores split it, or a whole word, in any case (``X_val``, ``valLoss``, ``VAL``; not
+    # ``value``). Each group must be a necessary condition, for every fix pass too (a module
+    # without these words never gets a finding of this rule), derived from the rule and the
+    # facts it asks for, which must therefore never read a comment or a docstring for them;
+    # words from other files (the project index) do not count. The engine runs the rule only
+    # on modules that pass. Empty: the rule runs on every module.
     required_words: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """The prescreen's second test, after ``required_words``: whether the module's ``ast``
+        nodes (``module.nodes(ast.Call)``) hold something this rule could report. Like the
+        words it must be a necessary condition of every finding, derived from the rule's own
+        logic and kept as simple as that; the default admits every module."""
+        return True
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -190,19 +203,65 @@ _WORD = re.compile(rb"\w+")
 _NAME_PART = re.compile(rb"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
-class FileWords:
-    """The words of a file's text, for the prescreen (``Rule.required_words``): one regex over
-    the bytes (ASCII words; a non-ASCII letter only splits a word, which admits more)."""
+class Prescreen:
+    """What the prescreen knows of one module, from Python's own ``ast`` tree of it: its
+    words (``Rule.required_words``) and its nodes by type (``Rule.candidate``).
 
-    def __init__(self, source: bytes | str) -> None:
-        self.text = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    The words are those of the code: every identifier (names, attributes, keyword
+    arguments, parameters, definitions, imported modules and their aliases) and every string
+    constant (f-string parts included), split by one regex (ASCII words; a non-ASCII letter
+    only splits a word, which admits more). Comments and docstrings hold none: a comment
+    never changes a finding, and neither does a string that stands as a statement of its own
+    (a docstring, or code disabled in a triple-quoted string).
+    """
+
+    def __init__(self, tree: ast.AST) -> None:
+        words: list[str] = []
+        self._nodes: dict[type, list[ast.AST]] = defaultdict(list)
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is ast.Expr and type(node.value) is ast.Constant and isinstance(node.value.value, (str, bytes)):
+                continue  # a docstring, or a string standing as a statement
+            self._nodes[kind].append(node)
+            for name in node._fields:
+                value = getattr(node, name)
+                if isinstance(value, ast.AST):
+                    stack.append(value)
+                elif isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            stack.append(item)
+                        elif isinstance(item, str):
+                            words.append(item)  # `global` and `nonlocal` names, a class pattern's attributes
+                elif isinstance(value, str):
+                    words.append(value)  # identifiers and string constants
+                elif isinstance(value, bytes):
+                    words.append(value.decode("latin-1"))
+        self.text = "\n".join(words).encode("utf-8", "surrogatepass")
         self.words = set(_WORD.findall(self.text))
         self._lower: bytes | None = None
         self._parts: set[bytes] | None = None
 
+    @classmethod
+    def of_source(cls, source: bytes | str) -> Prescreen:
+        """The prescreen of a module's source; raises what Python's parser finds wrong with it."""
+        return cls(syntax_tree(source))
+
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        """The module's nodes of these ``ast`` types (docstrings left out), in no set order."""
+        for kind in types:
+            yield from self._nodes.get(kind, ())
+
     def admit(self, rule: type[Rule]) -> bool:
-        """Whether ``rule`` may find something in this text."""
-        return all(any(self._has(word) for word in group) for group in _encoded_words(rule))
+        """Whether ``rule`` may find something in this module."""
+        if not all(any(self._has(word) for word in group) for group in _encoded_words(rule)):
+            return False
+        try:
+            return rule.candidate(self)
+        except Exception:  # a mistake in the test: the rule runs, and reports its own failure if any
+            return True
 
     def _has(self, word: bytes) -> bool:
         if word[:1] == b"~":
@@ -214,6 +273,13 @@ class FileWords:
                 self._parts = {part.lower() for part in _NAME_PART.findall(self.text)} | {w.lower() for w in self.words}
             return word[1:] in self._parts
         return word in self.words
+
+
+def syntax_tree(source: bytes | str) -> ast.Module:
+    """Python's own ``ast`` tree of the source; raises what its parser finds wrong there."""
+    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
+        warnings.simplefilter("ignore")
+        return compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
 
 
 @lru_cache(maxsize=None)
