@@ -8,7 +8,9 @@ bases, what each name and ``self.`` attribute is assigned, and which objects fee
 
 Further facts live in modules of this package, each computed on first use through a
 property of ``SemanticModel`` (training iterations, evaluation scopes, device choices), so a
-run whose rules never ask for them never pays for them.
+run whose rules never ask for them never pays for them; each scans the nodes the collecting
+pass recorded for it rather than walking the tree again. The same pass numbers the nodes in
+walk order, which orders them as their positions would without rendering the module.
 
 Precision comes first: a name whose value is not known has no kind, and rules stay silent.
 """
