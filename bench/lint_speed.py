@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import importlib.util
 import json
 import os
@@ -307,11 +308,11 @@ def stage_times(sources: list[bytes], rules) -> dict[str, float]:
         timings[label] = timings.get(label, 0.0) + time.process_time() - start
         return value
 
-    for source in sources:
+    def stages(source: bytes) -> None:
         try:
             module = timed("parse (compile() check + libcst.parse_module)", lambda: parse(source))
         except Exception:
-            continue
+            return
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         timed("metadata: ScopeProvider (+ ExpressionContextProvider)", lambda: wrapper.resolve(ScopeProvider))
         timed("metadata: PositionProvider", lambda: wrapper.resolve(PositionProvider))
@@ -321,6 +322,13 @@ def stage_times(sources: list[bytes], rules) -> dict[str, float]:
         for facet in ("training", "evaluation", "devices"):
             timed(f"semantic: {facet} facts", lambda: getattr(model, facet))
         timed("rules: batched traversal", lambda: wrapper.visit_batched([rule(context) for rule in rules]))
+
+    for source in sources:
+        gc.disable()  # as the engine does while it lints a file (engine.py, `_cyclic_gc_paused`)
+        try:
+            stages(source)
+        finally:
+            gc.enable()
     return timings
 
 

@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.semantic import SemanticModel
 from torchlint.semantic.devices import cuda_index, cuda_string
@@ -27,11 +27,11 @@ def marked(devices, marker: str = "HERE") -> cst.CSTNode:
 
     class Nodes(cst.CSTVisitor):
         def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            if devices.model.positions[node].start.line == row and cuda_string(node):
+            if devices.model.wrapper.resolve(PositionProvider)[node].start.line == row and cuda_string(node):
                 strings.append(node)
 
         def visit_Call(self, node: cst.Call) -> None:
-            if devices.model.positions[node].start.line == row:
+            if devices.model.wrapper.resolve(PositionProvider)[node].start.line == row:
                 calls.append(node)
 
     module.visit(Nodes())

@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.semantic import SemanticModel
 from torchlint.semantic.evaluation import is_model_name, words
@@ -21,7 +21,7 @@ def facts(source: str):
 def summary(evaluation) -> list[tuple[str, int, str]]:
     """(kind, row of the first forward pass, model) for every scope."""
     module = evaluation.model.module
-    return [(s.kind, evaluation.positions[s.forwards[0]].start.line, module.code_for_node(s.model)) for s in evaluation.scopes]
+    return [(s.kind, evaluation.model.wrapper.resolve(PositionProvider)[s.forwards[0]].start.line, module.code_for_node(s.model)) for s in evaluation.scopes]
 
 
 def only_scope(source: str):

@@ -8,7 +8,9 @@ bases, what each name and ``self.`` attribute is assigned, and which objects fee
 
 Further facts live in modules of this package, each computed on first use through a
 property of ``SemanticModel`` (training iterations, evaluation scopes, device choices), so a
-run whose rules never ask for them never pays for them.
+run whose rules never ask for them never pays for them; each scans the nodes the collecting
+pass recorded for it rather than walking the tree again. The same pass numbers the nodes in
+walk order, which orders them as their positions would without rendering the module.
 
 Precision comes first: a name whose value is not known has no kind, and rules stay silent.
 """
@@ -26,7 +28,6 @@ import libcst as cst
 from libcst.metadata import (
     Assignment,
     MetadataWrapper,
-    PositionProvider,
     QualifiedNameSource,
     Scope,
     ScopeProvider,
@@ -127,6 +128,16 @@ class ClassInfo:
     attributes_feeding_optimizer: set[str] = field(default_factory=set)
 
 
+# The nodes the facets' scans (training, evaluation and device facts) look at, and those
+# whose end they also see (what encloses a node: functions, classes, loops, ``if``, ``try``).
+SCANNED = frozenset(
+    {cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While, cst.Try, cst.If, cst.Assert, cst.Call, cst.Assign,
+     cst.AugAssign, cst.AnnAssign, cst.Del, cst.Import, cst.ImportFrom, cst.CompFor, cst.Attribute, cst.Param, cst.Arg,
+     cst.Name}
+)
+SCANNED_ENDS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While, cst.Try, cst.If})
+
+
 class _Collector(cst.CSTVisitor):
     """One pass over the module gathering the raw facts the model answers questions from."""
 
@@ -138,16 +149,24 @@ class _Collector(cst.CSTVisitor):
         self.node_stack: list[cst.CSTNode] = []
 
     # Parents are recorded here rather than by ParentNodeProvider, which rebuilds every
-    # node's children and cost a seventh of the run.
+    # node's children and cost a seventh of the run; so is each node's place in the walk,
+    # which orders nodes without rendering the module for their positions, and what the
+    # facets' scans look at (see ``SemanticModel.replay``).
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.node_stack:
             self.model.parents[node] = self.node_stack[-1]
         self.node_stack.append(node)
+        self.model.order[node] = len(self.model.order)
+        if type(node) in SCANNED:
+            self.model.scanned.append((node, True))
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         super().on_leave(original_node)
         self.node_stack.pop()
+        self.model.last_inside[original_node] = len(self.model.order) - 1
+        if type(original_node) in SCANNED_ENDS:
+            self.model.scanned.append((original_node, False))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         bases = [qn for arg in node.bases for qn in self.model.qualified_names(arg.value)]
@@ -257,6 +276,28 @@ def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpres
     return None
 
 
+def _opening_child(node: cst.CSTNode) -> cst.CSTNode | None:
+    """The child whose text ``node``'s text starts with (no token of its own and no
+    parenthesis before it), for the nodes the facts compare."""
+    if isinstance(node, cst.Call):
+        child = node.func
+    elif isinstance(node, (cst.Attribute, cst.Subscript, cst.Expr)):
+        child = node.value
+    elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation, cst.Comparison)):
+        child = node.left
+    elif isinstance(node, cst.IfExp):
+        child = node.body
+    elif isinstance(node, cst.Assign):
+        child = node.targets[0].target
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        child = node.target
+    elif isinstance(node, cst.SimpleStatementLine):
+        child = node.body[0]
+    else:
+        return None
+    return None if getattr(child, "lpar", None) else child
+
+
 def _comp_fors(comp: cst.CompFor | None) -> Iterator[cst.CompFor]:
     while comp is not None:
         yield comp
@@ -275,6 +316,11 @@ class SemanticModel:
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
         self._imported_cache: dict[cst.CSTNode, list[str]] = {}
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # The SCANNED nodes in walk order, each with True where it is entered and (for
+        # SCANNED_ENDS) False where it is left.
+        self.scanned: list[tuple[cst.CSTNode, bool]] = []
+        self.order: dict[cst.CSTNode, int] = {}  # each node's index in a pre-order walk
+        self.last_inside: dict[cst.CSTNode, int] = {}  # the index of the last node of its subtree
         self.classes: dict[cst.ClassDef, ClassInfo] = {}
         self.functions: dict[str, list[cst.FunctionDef]] = {}
         self.bound_values: dict[cst.Name, cst.BaseExpression] = {}
@@ -286,13 +332,20 @@ class SemanticModel:
         self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
         self.module.visit(_Collector(self))
 
-    @cached_property
-    def positions(self):
-        """Each node's position, resolved on first use: ordering facts need it, most files'
-        other facts do not."""
-        return self.wrapper.resolve(PositionProvider)
-
     # --- facets, each computed on first use ----------------------------------------------
+
+    def replay(self, scan: object) -> None:
+        """Give a facet's scan the nodes the collecting pass recorded, in walk order: its
+        ``visit_<Node>(node)`` and ``leave_<Node>(node)`` methods are called as a walk of
+        the tree would call them (no scan prunes), without walking the tree again."""
+        handlers: dict[tuple[type, bool], object] = {}
+        for node, entering in self.scanned:
+            key = (type(node), entering)
+            if key not in handlers:
+                handlers[key] = getattr(scan, f"{'visit' if entering else 'leave'}_{type(node).__name__}", None)
+            handler = handlers[key]
+            if handler is not None:
+                handler(node)
 
     @cached_property
     def training(self):
@@ -504,7 +557,7 @@ class SemanticModel:
             # bindings visible from its scope.
             found.update(a for a in scope[name.value] if isinstance(a, Assignment))
         if len(found) <= 1:
-            return list(found)  # nothing to order: no positions resolved for it
+            return list(found)
         return sorted(found, key=lambda a: self.start_key(a.node))
 
     def _reaching(self, name: cst.Name, assignments: list[Assignment]) -> list[Assignment]:
@@ -513,7 +566,7 @@ class SemanticModel:
         replaces the module). Bindings from enclosing scopes all count."""
         scope = self.scopes.get(name)
         if not any(a.scope is scope for a in assignments):
-            return assignments  # no positions resolved for it
+            return assignments
         use = self.start_key(name)
         before = [a for a in assignments if a.scope is scope and self._effect_key(a) <= use]
         if not before:
@@ -532,17 +585,34 @@ class SemanticModel:
                 return list(info.attribute_values.get(expr.attr.value, ()))
         return []
 
-    def _effect_key(self, assignment: Assignment) -> tuple[int, int]:
+    def _effect_key(self, assignment: Assignment) -> float:
         # An assignment takes effect once its value is computed.
         value = self.bound_values.get(assignment.node)
-        if value is not None and value in self.positions:
-            end = self.positions[value].end
-            return (end.line, end.column)
+        if value is not None and value in self.last_inside:
+            return self.end_key(value)
         return self.start_key(assignment.node)
 
-    def start_key(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.positions.get(node)
-        return (pos.start.line, pos.start.column) if pos else (0, 0)
+    # --- order in the source -------------------------------------------------------------
+    # Numbers from the collecting pass's walk that compare as the nodes' positions do,
+    # without resolving PositionProvider (a rendering of the whole module, left to findings).
+
+    def start_key(self, node: cst.CSTNode) -> float:
+        """Where ``node`` starts. As with positions, a node that opens with a child starts
+        where that child does (``model(x)`` and ``model``), and a ``def`` or ``class`` at its
+        keyword, after its decorators."""
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return self.order[node.name] - 0.5
+        while (child := _opening_child(node)) is not None:
+            node = child
+        return self.order.get(node, -1)
+
+    def end_key(self, node: cst.CSTNode) -> float:
+        """Where ``node`` ends: after every node inside it, before every node after it."""
+        return self.last_inside[node] + 0.5
+
+    def inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        """Whether ``node`` is ``container`` or in it (a decorator is not in its ``def``)."""
+        return self.start_key(container) <= self.start_key(node) and self.end_key(node) <= self.end_key(container)
 
     def call_kind(self, call: cst.Call, follow_names: bool = True) -> Kind | None:
         """The kind of object a call returns."""

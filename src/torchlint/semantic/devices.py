@@ -10,9 +10,10 @@ missing, or imports a GPU-only library outside ``try``/``if``. A function
 that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
 tensors), whatever the rest of the file does.
 
-One collecting pass over the module gathers what the questions need: the names that hold a
-device, ``self.device`` set in ``__init__``, ``args.device``-style attributes, early exits on
-a missing GPU, collectives, and the markers of CUDA-only files.
+One scan of the nodes the semantic model's collecting pass recorded gathers what the
+questions need: the names that hold a device, ``self.device`` set in ``__init__``,
+``args.device``-style attributes, early exits on a missing GPU, collectives, and the markers
+of CUDA-only files.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class DeviceFacts:
         # Functions (None: the module) that run `exec(...)`, as nanoGPT's configurator does
         # to override the defaults assigned above it.
         self.executing: set[cst.FunctionDef | None] = set()
-        self.module.visit(_Collector(self))
+        model.replay(_Collector(self))
         if self.cuda_only is None and any(not self.chosen_here(c) for c in self.set_device_calls):
             self.cuda_only = "it calls torch.cuda.set_device"
         for reason, calls in sorted(self.gpu_only_calls.items()):
@@ -380,9 +381,10 @@ class DeviceFacts:
         return self.assignment_counts[(owner, self.code(target))] > 1 or owner in self.executing
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector:
+    """The one scan (``SemanticModel.replay``)."""
+
     def __init__(self, facts: DeviceFacts) -> None:
-        super().__init__()
         self.facts = facts
         self.functions: list[cst.FunctionDef | None] = [None]
         self.classes: list[cst.ClassDef] = []

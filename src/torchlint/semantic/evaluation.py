@@ -20,8 +20,8 @@ call in the file passes a known module to, in a file that imports torch. Code ow
 framework (Lightning and Hugging Face classes, Lightning hooks), the methods of an ``nn.Module``
 subclass (its caller owns the mode), and pytest or unittest tests are never evaluation code.
 
-Everything comes from one traversal of the module; the rest is asked of the recorded calls,
-assignments and loops, by position.
+Everything comes from one scan of the nodes the semantic model's collecting pass recorded;
+the rest is asked of the recorded calls, assignments and loops, by their order in the source.
 """
 
 from __future__ import annotations
@@ -180,18 +180,18 @@ class EvalScope:
 
 @dataclass(frozen=True)
 class _ModeEvent:
-    position: tuple[int, int]
+    position: float
     node: cst.Call
     mode: str  # EVAL or TRAIN
     explicit: bool  # a .eval()/.train() call or a same-file function known to make one
 
 
-class _Scan(cst.CSTVisitor):
-    """The one traversal: calls, loops, assignments and functions, each with the function it
-    runs in, and which names and attributes are used other than by calling them."""
+class _Scan:
+    """The one scan (``SemanticModel.replay``): calls, loops, assignments and functions, each
+    with the function it runs in, and which names and attributes are used other than by
+    calling them."""
 
     def __init__(self, facts: EvaluationFacts) -> None:
-        super().__init__()
         self.facts = facts
         self.functions: list[cst.FunctionDef | None] = [None]
         self.not_references: set[cst.CSTNode] = set()
@@ -287,26 +287,20 @@ class EvaluationFacts:
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
         self._owned_cache: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.FunctionDef, bool] = {}
-        model.module.visit(_Scan(self))
+        model.replay(_Scan(self))
         self.torch_file = bool(self.imported & {"torch", "torchvision", "pytorch_lightning", "lightning", "timm"})
         self.scopes: list[EvalScope] = self._find_scopes() if self.torch_file else []
 
-    # --- positions ----------------------------------------------------------------------
+    # --- order in the source (semantic/__init__.py, `start_key`) --------------------------
 
-    @property
-    def positions(self):
-        """Resolved when first asked (a rendering of the module), not when the facts are built."""
-        return self.model.positions
-
-    def _start(self, node: cst.CSTNode) -> tuple[int, int]:
+    def _start(self, node: cst.CSTNode) -> float:
         return self.model.start_key(node)
 
-    def _end(self, node: cst.CSTNode) -> tuple[int, int]:
-        end = self.positions[node].end
-        return (end.line, end.column)
+    def _end(self, node: cst.CSTNode) -> float:
+        return self.model.end_key(node)
 
     def _inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return self._start(container) <= self._start(node) and self._end(node) <= self._end(container)
+        return self.model.inside(node, container)
 
     def _statement_of(self, node: cst.CSTNode) -> cst.BaseStatement:
         if isinstance(node, cst.BaseStatement):
@@ -1159,7 +1153,7 @@ class EvaluationFacts:
         )
 
     @cached_property
-    def _eval_data_starts(self) -> list[tuple[int, int]]:
+    def _eval_data_starts(self) -> list[float]:
         return [self._start(name) for name in self.eval_data_names]
 
     def _on_eval_data(self, call: cst.Call) -> bool:

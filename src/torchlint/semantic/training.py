@@ -1,9 +1,9 @@
 """Training facts: which loops are training iterations, what steps and clears gradients there,
 which expressions hold loss tensors, and whether gradient flows from the model into a value.
 
-One traversal of the module gathers backward passes, optimizer steps, gradient clears and
-calls with the loops around each (within its own function: a nested ``def`` runs at another
-time). Everything else is derived from those lists. Unknown stays silent: a ``.step()`` is
+One scan (of the nodes the semantic model's collecting pass recorded) gathers backward
+passes, optimizer steps, gradient clears and calls with the loops around each (within its own
+function: a nested ``def`` runs at another time). Everything else is derived from those lists. Unknown stays silent: a ``.step()`` is
 an optimizer step only next to a backward pass, and never on something known or named to be
 a scheduler; a clear that might be for any optimizer counts for all of them.
 """
@@ -139,11 +139,11 @@ class _Site:
     loops: tuple[cst.CSTNode, ...]
 
 
-class _Scan(cst.CSTVisitor):
-    """The one traversal: backward passes, steps, clears and calls, each with its site."""
+class _Scan:
+    """The one scan (of the nodes the collecting pass recorded, see ``SemanticModel.replay``):
+    backward passes, steps, clears and calls, each with its site."""
 
     def __init__(self, facts: TrainingFacts) -> None:
-        super().__init__()
         self.facts = facts
         self.functions: list[cst.FunctionDef | None] = [None]
         self.loops: list[list[cst.CSTNode]] = [[]]
@@ -235,7 +235,7 @@ class TrainingFacts:
         self._calls: list[tuple[cst.Call, str]] = []
         self._called_names: dict[cst.FunctionDef | None, set[str]] = defaultdict(set)
         self._clearing_functions_direct: set[cst.FunctionDef | None] = set()
-        model.module.visit(_Scan(self))
+        model.replay(_Scan(self))
         self._engine_backward_targets()
 
         self.steps: list[cst.Call] = [s for s in self._step_candidates if self._is_optimizer_step(s)]
