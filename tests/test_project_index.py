@@ -151,10 +151,12 @@ def test_siblings_are_read_only_when_they_name_the_module(tmp_path):
         "pkg/unrelated.py": "x = 1\n",
         "run.py": "from pkg.metrics import evaluate\n\nevaluate(m, d)\n",
         "other/deep.py": "from pkg.metrics import evaluate\n\nevaluate(m, d)\n",  # not a folder on the way up
+        "names_it.py": "def metrics():\n    pass\n",  # the word, but no import of it
+        "imports_it.py": "import os, pkg.metrics as m\n",
     })
     index = build_index([tmp_path / "pkg" / "metrics.py"], tmp_path)
     names = sorted(p.relative_to(tmp_path).as_posix() for p in index.summaries)
-    assert names == ["pkg/metrics.py", "run.py"]  # the empty __init__.py names neither
+    assert names == ["imports_it.py", "pkg/metrics.py", "run.py"]  # the empty __init__.py names neither
 
 
 # --- module resolution -------------------------------------------------------------------

@@ -850,8 +850,8 @@ class _Builder:
 
     def add_siblings(self, paths: Iterable[Path]) -> None:
         """Summarise the files that may import ``paths`` by plain or package imports: those
-        in their folders and the folders above, up to the project root, whose text names the
-        module or one of its packages as a word (so may call its functions). Their own imports are
+        in their folders and the folders above, up to the project root, whose text imports
+        the module or one of its packages by name (so may call its functions). Their own imports are
         linked to the index, not followed."""
         wanted: dict[Path, set[bytes]] = {}  # folder -> the module names its files may import
         for path in paths:
@@ -860,7 +860,9 @@ class _Builder:
                 wanted.setdefault(folder, set()).update(names)
         added: list[Path] = []
         for folder, names in wanted.items():
-            named = re.compile(rb"\b(?:" + b"|".join(map(re.escape, sorted(names))) + rb")\b").search
+            alternatives = b"|".join(map(re.escape, sorted(names)))
+            # `from pkg.name import f`, `from .name import f`, `import pkg.name`, `from . import name`
+            named = re.compile(rb"\bfrom\s+[\w.]*\b(?:%s)\b|\bimport\s+[^\n;]*\b(?:%s)\b" % (alternatives, alternatives)).search
             for sibling in self._listing(folder):
                 if len(added) >= MAX_SIBLING_FILES:
                     break
