@@ -851,11 +851,11 @@ class _Builder:
     def add_siblings(self, paths: Iterable[Path]) -> None:
         """Summarise the files that may import ``paths`` by plain or package imports: those
         in their folders and the folders above, up to the project root, whose text imports
-        the module or one of its packages by name (so may call its functions). Their own imports are
+        the module by name (so may call its functions). Their own imports are
         linked to the index, not followed."""
         wanted: dict[Path, set[bytes]] = {}  # folder -> the module names its files may import
         for path in paths:
-            names = _module_names(path, self.index.root)
+            names = _module_names(path)
             for folder in _folders_up_to(path.parent, self.index.root):
                 wanted.setdefault(folder, set()).update(names)
         added: list[Path] = []
@@ -990,14 +990,13 @@ def _folders_up_to(folder: Path, root: Path) -> list[Path]:
     return folders
 
 
-def _module_names(path: Path, root: Path) -> list[bytes]:
-    """The names an import of ``path`` spells: its module and the packages holding it."""
-    names = [path.parent.name if path.stem == "__init__" else path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder != root and folder.parent != folder:
-        names.append(folder.name)
-        folder = folder.parent
-    return [name.encode() for name in dict.fromkeys(names) if name]
+def _module_names(path: Path) -> list[bytes]:
+    """The name an import of ``path`` spells: its module's (its package's, for an
+    ``__init__.py``). A caller that reaches it through a package's re-export
+    (``from pkg import evaluate``) is not looked for: in a package, nearly every file
+    imports the package."""
+    name = path.parent.name if path.stem == "__init__" else path.stem
+    return [name.encode()] if name else []
 
 
 def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | None:
