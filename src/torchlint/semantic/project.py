@@ -900,7 +900,7 @@ class _Builder:
     def add_imports(self, paths: Iterable[Path], follow: bool = True) -> None:
         frontier = list(paths)
         for _depth in range(MAX_IMPORT_DEPTH):
-            found: list[Path] = []
+            found: dict[Path, None] = {}  # in order, and a quick membership test
             for path in frontier:
                 deps: list[Path] = []
                 for module in self.index.summaries[path].imported_modules:
@@ -909,15 +909,15 @@ class _Builder:
                         if not follow or file in self.index.imports or file in found:
                             continue
                         if file in self.index.summaries:  # summarised already (a lazy index's question)
-                            found.append(file)
+                            found[file] = None
                         elif self.extra < MAX_EXTRA_FILES:
                             summary = self.summarize_file(file)
                             if summary is not None:
                                 self.extra += 1
                                 self.index.summaries[file] = summary
-                                found.append(file)
+                                found[file] = None
                 self.index.imports[path] = tuple(dict.fromkeys(d for d in deps if d != path))
-            frontier = found
+            frontier = list(found)
             if not frontier:
                 break
         for path in frontier:  # past the depth bound: known, but their imports are not followed
