@@ -21,6 +21,7 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
+from torchlint.traversal import fast_walks
 
 INVALID_FILE = "TL000"
 # A fix can enable another (or be deferred by an overlapping one): re-lint until stable.
@@ -437,7 +438,19 @@ def _sort_key(finding: Finding):
     return (finding.cell or 0, finding.start, finding.end, finding.code, finding.message)
 
 
+def _with_fast_walks(function):
+    """Run ``function`` with read-only visits taking ``traversal``'s fast walk."""
+
+    @functools.wraps(function)
+    def walking(*args, **kwargs):
+        with fast_walks():
+            return function(*args, **kwargs)
+
+    return walking
+
+
 @_cyclic_gc_paused
+@_with_fast_walks
 def lint_module_source(
     source: bytes | str,
     rules: Sequence[type[Rule]],

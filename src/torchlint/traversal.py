@@ -1,0 +1,210 @@
+"""A faster walk of LibCST trees for read-only visitors.
+
+LibCST visits a tree by rebuilding it: ``CSTNode.visit`` calls the node's
+``_visit_and_replace_children``, which constructs (and validates) a new copy of every node it
+passes, and for a ``CSTVisitor`` (which cannot change the tree) the copy is then thrown away.
+Each child attribute also costs two dispatches through formatted method names
+(``visit_Call_func``), whether the visitor has such a method or not. Linting walks every tree
+several times (LibCST's expression-context and scope analyses, the semantic model's
+collecting pass, the rules' batched traversal), and this bookkeeping was about a third of a
+run.
+
+``fast_walks()`` replaces ``CSTNode.visit``, while it is active, by a walk that calls the
+visitor exactly as LibCST does (``on_visit``, ``on_visit_attribute``, the children in LibCST's
+order, ``on_leave_attribute``, ``on_leave``; the same node objects) without building copies,
+and that calls the attribute hooks only for node types the visitor has such hooks for.
+Transformers, and any visitor while it is not active, go through LibCST's own ``visit``.
+The order of each node type's children is LibCST's: it is read once per type, from the
+attribute callbacks LibCST's own ``_visit_and_replace_children`` makes on a node of that type
+(``tests/test_traversal.py`` checks that both walks make the same calls on every fixture).
+
+It knows nothing about PyTorch; the engine activates it while it lints a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import re
+import threading
+from typing import Callable, Iterator
+
+import libcst as cst
+from libcst._batched_visitor import _BatchedCSTVisitor
+from libcst._nodes.base import CSTNode
+
+_LIBCST_VISIT = CSTNode.visit
+_LIBCST_VISITOR_BASES = frozenset(cst.CSTVisitor.__mro__)
+
+# Each node type's child attributes, in LibCST's visiting order, and those of them LibCST
+# visits only when they are set (an f-string expression's ``format_spec``).
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_WHEN_SET: dict[type, frozenset[str]] = {}
+# Whether a type is a CSTNode (``isinstance`` on LibCST's abstract node classes is slow).
+_IS_NODE: dict[type, bool] = {}
+# Attribute hooks: ``visit_<Type>_<attribute>`` / ``leave_<Type>_<attribute>``.
+_ATTRIBUTE_HOOK = re.compile(r"(?:visit|leave)_([A-Z][A-Za-z0-9]*)_[a-z][a-z0-9_]*$")
+_HOOKED_TYPES: dict[type, frozenset[str]] = {}
+
+
+class _AttributeRecorder(cst.CSTVisitor):
+    """Records the attributes LibCST's ``_visit_and_replace_children`` visits, in order,
+    without descending into them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def on_visit(self, node: CSTNode) -> bool:
+        return False
+
+    def on_leave(self, original_node: CSTNode) -> None:
+        pass
+
+    def on_visit_attribute(self, node: CSTNode, attribute: str) -> None:
+        self.names.append(attribute)
+
+    def on_leave_attribute(self, original_node: CSTNode, attribute: str) -> None:
+        pass
+
+
+def _fields(node: CSTNode) -> tuple[str, ...]:
+    """The child attributes of ``node``'s type, read off LibCST's own walk of this node."""
+    cls = type(node)
+    recorder = _AttributeRecorder()
+    node._visit_and_replace_children(recorder)
+    names = [name for name in dict.fromkeys(recorder.names) if name not in _VISITED_WHEN_SET]
+    # The other fields: values (``Name.value``, never nodes, skipped by the walk) and the
+    # attributes LibCST visits only when set, which come last in their node types.
+    rest = [f.name for f in dataclasses.fields(cls) if f.name not in names]
+    _WHEN_SET[cls] = frozenset(rest)
+    fields = _FIELDS[cls] = tuple(names + rest)
+    if not fields:
+        _VALUES[cls] = _no_values
+    elif len(fields) == 1:
+        one = operator.attrgetter(fields[0])
+        _VALUES[cls] = lambda node: (one(node),)
+    else:
+        _VALUES[cls] = operator.attrgetter(*fields)
+    return fields
+
+
+def _no_values(node: CSTNode) -> tuple[()]:
+    return ()
+
+
+# The attributes LibCST's ``_visit_and_replace_children`` visits only when they are not None
+# (``format_spec`` of ``FormattedStringExpression`` and ``TemplatedStringExpression``); any
+# other attribute gets its callbacks whatever it holds.
+_VISITED_WHEN_SET = frozenset({"format_spec"})
+# Each node type's getter of its fields' values, in ``_FIELDS`` order.
+_VALUES: dict[type, Callable[[CSTNode], tuple]] = {}
+
+
+def _is_node(kind: type) -> bool:
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, CSTNode)
+    return known
+
+
+class _EveryType(frozenset):
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_TYPE = _EveryType({"*"})
+
+
+def _hooked_types(visitor: cst.CSTVisitor) -> frozenset[str]:
+    """The names of the node types the visitor has attribute hooks for (all of them when it
+    handles attributes itself)."""
+    if isinstance(visitor, _BatchedCSTVisitor):
+        return frozenset(m.group(1) for m in map(_ATTRIBUTE_HOOK.match, visitor.visitor_methods) if m)
+    cls = type(visitor)
+    hooked = _HOOKED_TYPES.get(cls)
+    if hooked is None:
+        if cls.on_visit_attribute is not cst.CSTVisitor.on_visit_attribute or (
+            cls.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
+        ):
+            hooked = _EVERY_TYPE
+        else:
+            # (LibCST's visitor base declares every hook as a stub: only the classes above
+            # it count.)
+            hooked = frozenset(
+                m.group(1)
+                for klass in cls.__mro__
+                if klass not in _LIBCST_VISITOR_BASES
+                for m in map(_ATTRIBUTE_HOOK.match, vars(klass))
+                if m
+            )
+        _HOOKED_TYPES[cls] = hooked
+    return hooked
+
+
+def _walk(node: CSTNode, visitor: cst.CSTVisitor, hooked: frozenset[str]) -> None:
+    if visitor.on_visit(node):
+        cls = type(node)
+        values = _VALUES.get(cls)
+        if values is None:
+            _fields(node)
+            values = _VALUES[cls]
+        if hooked and cls.__name__ in hooked:
+            _walk_with_hooks(node, _FIELDS[cls], visitor, hooked)
+        else:
+            is_node = _IS_NODE.get
+            for value in values(node):
+                kind = type(value)
+                if kind is tuple or kind is list:
+                    for child in value:
+                        _walk(child, visitor, hooked)
+                elif is_node(kind) or (is_node(kind) is None and _is_node(kind)):
+                    _walk(value, visitor, hooked)
+    visitor.on_leave(node)
+
+
+def _walk_with_hooks(node: CSTNode, fields: tuple[str, ...], visitor: cst.CSTVisitor, hooked: frozenset[str]) -> None:
+    when_set = _WHEN_SET[type(node)]
+    for name in fields:
+        value = getattr(node, name)
+        kind = type(value)
+        is_sequence = kind is tuple or kind is list
+        if name in when_set and not (is_sequence or _is_node(kind)):
+            continue
+        visitor.on_visit_attribute(node, name)
+        if is_sequence:
+            for child in value:
+                _walk(child, visitor, hooked)
+        elif _is_node(kind):
+            _walk(value, visitor, hooked)
+        visitor.on_leave_attribute(node, name)
+
+
+def _fast_visit(self: CSTNode, visitor):  # the replacement of ``CSTNode.visit``
+    if not isinstance(visitor, cst.CSTVisitor):
+        return _LIBCST_VISIT(self, visitor)
+    _walk(self, visitor, _hooked_types(visitor))
+    return self
+
+
+_lock = threading.Lock()
+_active = 0
+
+
+@contextlib.contextmanager
+def fast_walks() -> Iterator[None]:
+    """Read-only visits take the fast walk while this is active (re-entrant, thread-safe: the
+    last one out puts LibCST's own ``visit`` back)."""
+    global _active
+    with _lock:
+        _active += 1
+        if _active == 1:
+            CSTNode.visit = _fast_visit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                CSTNode.visit = _LIBCST_VISIT  # type: ignore[method-assign]

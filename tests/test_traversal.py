@@ -1,0 +1,159 @@
+"""The fast walk (``torchlint.traversal``) calls a read-only visitor exactly as LibCST's own
+``visit`` does: the same callbacks, on the same nodes, in the same order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
+
+from torchlint import traversal
+
+ROOT = Path(__file__).parent.parent
+SOURCES = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "src" / "torchlint").rglob("*.py"))
+
+# Syntax the fixtures may not hold: f-strings with and without format specs, match, type
+# parameters, star expressions, decorators, walrus, lambda defaults, global/nonlocal.
+SNIPPET = '''
+import a.b as c, d
+from .e import (f as g, h)
+from . import *
+@dec(1)
+@other
+async def fn[T, *Ts, **P](x: int = 1, /, y=2, *args: T, z, **kw) -> "T":
+    global q
+    nonlocal_ = [i async for i in x if i if not i]
+    w = f"{x!r:>{y}} {z=} {x:{'a'}}" f'{y}' "plain"
+    match w:
+        case {"a": 1, **rest} | [1, *_] | Point(x=0, y=b) if b > 0:
+            pass
+        case str() as s:
+            return s
+    with open(x) as (a, b), lock:
+        yield (await y)
+    lambda p=1, *q, r=2: (p := r)
+    del x[1:2, ::3], y.z
+    try:
+        raise ValueError from None
+    except* (TypeError, KeyError) as e:
+        ...
+    finally:
+        assert x, "m"
+    for i, *j in {**kw, 1: 2}: continue
+    else: break
+    while not x: x += -1 if x else ~y @ z ** 2
+    type Alias[K] = dict[K, int]
+class C(Base, metaclass=M):
+    def __init__(self): nonlocal y; print(*a, **b, sep="")
+'''
+
+
+class Recorder(cst.CSTVisitor):
+    """Records every callback, attribute callbacks included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.calls.append(("visit", id(node)))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.calls.append(("leave", id(original_node)))
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        self.calls.append(("visit_attribute", id(node), attribute))
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        self.calls.append(("leave_attribute", id(original_node), attribute))
+
+
+class SkipsFunctions(Recorder):
+    """Records node callbacks only, and does not descend into functions."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        super().on_visit(node)
+        return not isinstance(node, cst.FunctionDef)
+
+    on_visit_attribute = cst.CSTVisitor.on_visit_attribute
+    on_leave_attribute = cst.CSTVisitor.on_leave_attribute
+
+
+class ClassBasesHook(cst.CSTVisitor):
+    """An attribute hook on one node type (as LibCST's scope analysis has)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.calls.append(("name", node.value))
+
+    def visit_ClassDef_bases(self, node: cst.ClassDef) -> None:
+        self.calls.append(("bases", node.name.value))
+
+    def leave_ClassDef_bases(self, node: cst.ClassDef) -> None:
+        self.calls.append(("end bases", node.name.value))
+
+
+def _modules():
+    yield "snippet", cst.parse_module(SNIPPET)
+    for path in SOURCES:
+        yield str(path.relative_to(ROOT)), cst.parse_module(path.read_bytes())
+
+
+@pytest.mark.parametrize("visitor_class", [Recorder, SkipsFunctions, ClassBasesHook])
+def test_same_calls_as_libcst(visitor_class) -> None:
+    compared = 0
+    for name, module in _modules():
+        libcst_walk, fast_walk = visitor_class(), visitor_class()
+        module.visit(libcst_walk)
+        with traversal.fast_walks():
+            assert module.visit(fast_walk) is module
+        assert fast_walk.calls == libcst_walk.calls, name
+        compared += len(libcst_walk.calls)
+    assert compared > 10_000
+
+
+def test_batched_visitors_and_metadata_are_the_same() -> None:
+    """Metadata computed during a fast walk (scopes, parents) equals LibCST's own."""
+    module = cst.parse_module((ROOT / "fixtures" / "example" / "train.py").read_bytes() + SNIPPET.encode())
+    expected_wrapper, fast_wrapper = MetadataWrapper(module, unsafe_skip_copy=True), MetadataWrapper(module, unsafe_skip_copy=True)
+    expected = expected_wrapper.resolve_many([ScopeProvider, ParentNodeProvider, PositionProvider])
+    with traversal.fast_walks():
+        fast = fast_wrapper.resolve_many([ScopeProvider, ParentNodeProvider, PositionProvider])
+    assert dict(fast[ParentNodeProvider]) == dict(expected[ParentNodeProvider])
+    assert dict(fast[PositionProvider]) == dict(expected[PositionProvider])
+    # (String annotations are parsed anew by each scope analysis: only the module's own
+    # nodes are comparable.)
+    nodes = set(expected[ParentNodeProvider]) | {module}
+    scopes, expected_scopes = fast[ScopeProvider], expected[ScopeProvider]
+    assert scopes.keys() & nodes == expected_scopes.keys() & nodes
+    for node in expected_scopes.keys() & nodes:
+        scope, other = scopes[node], expected_scopes[node]
+        assert type(scope) is type(other) and getattr(scope, "node", None) is getattr(other, "node", None)
+        if isinstance(node, cst.Name):
+            assert {(q.name, q.source) for q in scope.get_qualified_names_for(node)} == {
+                (q.name, q.source) for q in other.get_qualified_names_for(node)
+            }
+            assert {a.node for a in scope.assignments[node.value]} == {a.node for a in other.assignments[node.value]}
+            assert {a.node for a in scope.accesses[node.value]} == {a.node for a in other.accesses[node.value]}
+
+
+def test_transformers_and_nesting() -> None:
+    """Transformers keep LibCST's walk; LibCST's ``visit`` is back once the last user is done."""
+    module = cst.parse_module("x = 1\n")
+    original = cst.CSTNode.visit
+
+    class Rename(cst.CSTTransformer):
+        def leave_Name(self, original_node, updated_node):
+            return updated_node.with_changes(value="y")
+
+    with traversal.fast_walks():
+        with traversal.fast_walks():
+            assert module.visit(Rename()).code == "y = 1\n"
+        assert cst.CSTNode.visit is not original
+    assert cst.CSTNode.visit is original
