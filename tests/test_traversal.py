@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import libcst as cst
@@ -157,3 +158,71 @@ def test_transformers_and_nesting() -> None:
             assert module.visit(Rename()).code == "y = 1\n"
         assert cst.CSTNode.visit is not original
     assert cst.CSTNode.visit is original
+
+
+def _scope_facts(scopes, module, nodes):
+    """What the semantic layer reads of scopes, for every node of the module."""
+    facts = []
+    for node in nodes:
+        scope = scopes.get(node)
+        fact = [type(node).__name__, type(scope).__name__, getattr(scope, "node", None) is not None and id(scope.node)]
+        if isinstance(node, cst.Name) and scope is not None:
+            fact.append(sorted((q.name, q.source.name) for q in scope.get_qualified_names_for(node)))
+            fact.append(sorted(id(a.node) for a in scope.assignments[node.value]))
+            fact.append(sorted(id(a.node) for a in scope.accesses[node.value]))
+            fact.append(sorted(id(r.node) for a in scope.accesses[node] for r in a.referents if hasattr(r, "node")))
+            fact.append(sorted((id(a.node), getattr(a, "_index", None)) for a in scope.assignments[node.value]))
+        facts.append(fact)
+    return facts
+
+
+def test_scope_provider_equals_libcsts() -> None:
+    """torchlint's ScopeProvider (LibCST's, dispatching through tables) gives the same scopes,
+    assignments, accesses and qualified names as LibCST's, inside and outside fast walks."""
+    checked = 0
+    for name, module in _modules():
+        expected_wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        expected = expected_wrapper.resolve(ScopeProvider)
+        nodes = list(expected_wrapper.resolve(ParentNodeProvider)) + [module]
+        for fast in (False, True):
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            with traversal.fast_walks() if fast else contextlib.nullcontext():
+                scopes = wrapper.resolve(traversal.ScopeProvider)
+            assert _scope_facts(scopes, module, nodes) == _scope_facts(expected, module, nodes), name
+        checked += len(nodes)
+    assert checked > 50_000
+
+
+class Methods:
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.calls.append(("def", node.name.value))
+        return False  # not its body
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.calls.append(("name", node.value))
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.calls.append(("call",))
+
+
+class Dispatching(traversal.FastDispatch, Methods, cst.CSTVisitor):
+    pass
+
+
+class Dispatching2(Methods, cst.CSTVisitor):
+    pass
+
+
+def test_fast_dispatch_calls_what_libcsts_dispatch_calls() -> None:
+    checked = 0
+    for name, module in _modules():
+        fast, plain = Dispatching(), Dispatching2()
+        module.visit(fast)
+        module.visit(plain)
+        assert fast.calls == plain.calls, name
+        checked += len(plain.calls)
+    assert checked > 10_000

@@ -18,10 +18,11 @@ from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
+from torchlint.positions import Positions, StatementLines, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
-from torchlint.traversal import fast_walks
+from torchlint.traversal import fast_walks, visit_batched
 
 INVALID_FILE = "TL000"
 # A fix can enable another (or be deferred by an overlapping one): re-lint until stable.
@@ -182,18 +183,21 @@ def run_rules(
     rules: Sequence[type[Rule]],
     failures: dict[str, BaseException] | None = None,
     project: object = None,
-) -> tuple[list[Finding], MetadataWrapper]:
+    statement_lines: StatementLines | None = None,
+) -> tuple[list[Finding], Positions]:
     """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
     skipped for the rest of the traversal, its findings are dropped, and its exception is
     added to ``failures`` (by code). ``project`` is handed to the rules' semantic model as it
-    is (the project index's view of this file)."""
+    is (the project index's view of this file); ``statement_lines`` (Python's parser's lines
+    of the module's top-level statements, when they are those of ``module``) lets positions
+    be rendered one statement at a time. Returns the findings and the module's positions."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = RuleContext(wrapper, project)
+    context = RuleContext(wrapper, project, statement_lines)
     if rules:
-        wrapper.visit_batched([rule(context) for rule in rules])
+        visit_batched(wrapper, [rule(context) for rule in rules])
     if context.failures and failures is not None:
         failures.update(context.failures)
-    return [f for f in context.findings if f.code not in context.failures], wrapper
+    return [f for f in context.findings if f.code not in context.failures], context.positions
 
 
 # --- fixes ------------------------------------------------------------------------------
@@ -217,8 +221,8 @@ class _ApplyChanges(cst.CSTTransformer):
         return self.changes.get(original_node, updated_node)
 
 
-def _span(wrapper: MetadataWrapper, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
-    pos = wrapper.resolve(PositionProvider)[node]
+def _span(positions: Positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+    pos = positions[node]
     return (pos.start.line, pos.start.column), (pos.end.line, pos.end.column)
 
 
@@ -230,7 +234,7 @@ def _apply(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
     return module.visit(_ApplyChanges({node: new for fix in fixes for node, new in fix.changes.items()}))
 
 
-def apply_fixes(module: cst.Module, wrapper: MetadataWrapper, fixes: Sequence[Fix]) -> tuple[cst.Module, int]:
+def apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) -> tuple[cst.Module, int]:
     """Apply the fixes that do not overlap an earlier one (in the given, sorted order); the
     rest wait for the next pass. A fix whose result does not parse is dropped; a fix that
     cannot be applied at all raises ``FixError``."""
@@ -238,7 +242,7 @@ def apply_fixes(module: cst.Module, wrapper: MetadataWrapper, fixes: Sequence[Fi
     taken: list[tuple] = []
     for fix in fixes:
         try:
-            spans = [_span(wrapper, node) for node in fix.changes]
+            spans = [_span(positions, node) for node in fix.changes]
         except Exception as error:  # a changed node that is not in this module
             raise FixError(fix, error) from error
         if any(_overlaps(s, t) for s in spans for t in taken):
@@ -471,7 +475,7 @@ def lint_module_source(
     (the tests compare the two).
     """
     try:
-        rules, waiting = _prescreened(source, rules, prescreen)
+        rules, waiting, lines = _prescreened(source, rules, prescreen)
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
         module = _parse_checked(source)
@@ -482,7 +486,7 @@ def lint_module_source(
         try:
             result = _lint_module(
                 source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
-                [r for r in waiting if r.code not in failures], project,
+                [r for r in waiting if r.code not in failures], project, lines,
             )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
@@ -494,30 +498,34 @@ def lint_module_source(
 
 def _prescreened(
     source: bytes | str, rules: Sequence[type[Rule]], prescreen: bool = True
-) -> tuple[list[type[Rule]], list[type[Rule]]]:
+) -> tuple[list[type[Rule]], list[type[Rule]], list[tuple[int, int]]]:
     """The rules the prescreen admits for the source and those it holds back (``prescreen``
-    False: all admitted, after the syntax check). The ``ast`` tree is dropped on return: it
+    False: all admitted, after the syntax check), and the lines of the source's top-level
+    statements (``positions.statement_lines``). The ``ast`` tree is dropped on return: it
     is a fifth of the size of LibCST's and is not needed while LibCST's is held."""
+    tree = syntax_tree(source)
+    lines = statement_lines(tree)
     if not prescreen:
-        check_syntax(source)
-        return list(rules), []
-    screen = Prescreen.of_source(source)
+        return list(rules), [], lines
+    screen = Prescreen(tree)
+    del tree
     admitted = [r for r in rules if screen.admit(r)]
-    return admitted, [r for r in rules if r not in admitted]
+    return admitted, [r for r in rules if r not in admitted], lines
 
 
 class _Restart(Exception):
     """A rule failed after fixes were applied: lint the file again from its source without it."""
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines) -> SourceResult:
     suppressions = find_suppressions(module.code)
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
     for pass_number in range(MAX_FIX_PASSES + 1):
         known = len(failures)
-        findings, wrapper = run_rules(module, rules, failures, project)
+        # (Python's parser's lines are those of the source, not of a fixed module.)
+        findings, positions = run_rules(module, rules, failures, project, lines if pass_number == 0 else None)
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]
@@ -527,7 +535,7 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         if not fixes or pass_number == MAX_FIX_PASSES:
             break
         try:
-            module, applied = apply_fixes(module, wrapper, fixes)
+            module, applied = apply_fixes(module, positions, fixes)
         except FixError as error:
             failures[next(f.code for f in findings if f.fix is error.fix)] = error.error
             raise _Restart from None
@@ -538,7 +546,7 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         suppressions = find_suppressions(code)
         if waiting:  # a fix may have written the words or nodes of a rule held back
             try:
-                admitted, waiting = _prescreened(code, waiting)
+                admitted, waiting, _ = _prescreened(code, waiting)
             except Exception:  # code LibCST writes that Python's parser refuses: run them all
                 admitted, waiting = waiting, []
             rules = rules + admitted

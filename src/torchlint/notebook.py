@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, SourceResult, lint_module_source, parse_error_finding
+from torchlint.positions import Positions
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
 
 BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
@@ -345,7 +345,7 @@ def _in_notebook(rule: type[Rule], displays: bool) -> type[Rule]:
 
     def report(self: Rule, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
         if fix is not None and (
-            _reaches_beyond_cell(self.context.wrapper, node, fix) or displays and _changes_display(self.context.module, fix)
+            _reaches_beyond_cell(self.context.positions, node, fix) or displays and _changes_display(self.context.module, fix)
         ):
             fix = None
         rule.report(self, node, message, fix=fix)
@@ -353,11 +353,10 @@ def _in_notebook(rule: type[Rule], displays: bool) -> type[Rule]:
     return type(rule.__name__, (rule,), {"report": report, "__module__": rule.__module__, "__doc__": rule.__doc__})
 
 
-def _reaches_beyond_cell(wrapper: MetadataWrapper, node: cst.CSTNode, fix: Fix) -> bool:
+def _reaches_beyond_cell(positions: Positions, node: cst.CSTNode, fix: Fix) -> bool:
     """Whether ``fix`` changes code outside the cell of ``node``, across a cell boundary, or
     starting on a masked line. Its edits could not be shown within the finding's cell."""
-    boundaries, masked = _synthetic_rows(wrapper.module)
-    positions = wrapper.resolve(PositionProvider)
+    boundaries, masked = _synthetic_rows(positions.module)
     cell = bisect.bisect_left(boundaries, positions[node].start.line)
     for changed in fix.changes:
         start, end = positions[changed].start.line, positions[changed].end.line

@@ -20,7 +20,9 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
+
+from torchlint.positions import Positions, StatementLines
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -80,10 +82,13 @@ class RuleContext:
     """What a rule may ask about the file it is checking. The semantic model is built on
     first use, once per file, and shared by every rule."""
 
-    def __init__(self, wrapper: MetadataWrapper, project: object = None) -> None:
+    def __init__(
+        self, wrapper: MetadataWrapper, project: object = None, statement_lines: StatementLines | None = None
+    ) -> None:
         self.wrapper = wrapper
         self.module = wrapper.module
         self.project = project  # what the semantic layer knows of the file's project, opaque here
+        self.statement_lines = statement_lines  # Python's parser's lines of the top-level statements
         self.findings: list[Finding] = []
         # Rules that raised on this file, by code: the first exception of each. A failed
         # rule is skipped for the rest of the traversal and its findings are dropped.
@@ -94,6 +99,16 @@ class RuleContext:
         from torchlint.semantic import SemanticModel
 
         return SemanticModel(self.wrapper, self.project)
+
+    @cached_property
+    def positions(self) -> Positions:
+        """Node positions, rendered per top-level statement (``positions.py``)."""
+        return Positions(self.wrapper, self.statement_lines, self._top_statement)
+
+    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        # The semantic model's parents, when some rule has already built it.
+        model = self.__dict__.get("semantic")
+        return model.top_statement(node) if model is not None else None
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -140,9 +155,9 @@ class Rule(cst.BatchableCSTVisitor):
         return self.context.semantic
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        # Positions are resolved on the first finding (a rendering of the whole module),
-        # not declared as a dependency: most files have no finding.
-        pos = self.context.wrapper.resolve(PositionProvider)[node]
+        # Positions are rendered on the first finding (of its top-level statement), not
+        # declared as a dependency: most files have no finding.
+        pos = self.context.positions[node]
         self.context.findings.append(
             Finding(
                 code=self.code,

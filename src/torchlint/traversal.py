@@ -28,13 +28,18 @@ import dataclasses
 import operator
 import re
 import threading
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 from libcst._batched_visitor import _BatchedCSTVisitor
 from libcst._nodes.base import CSTNode
+from libcst.metadata import MetadataWrapper
+from libcst.metadata import ScopeProvider as _LibCSTScopeProvider
+from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
+from libcst.metadata.scope_provider import ScopeVisitor as _LibCSTScopeVisitor
 
 _LIBCST_VISIT = CSTNode.visit
+_ASSIGNMENT_LIKE_TYPES = frozenset(_ASSIGNMENT_LIKE_NODES)
 _LIBCST_VISITOR_BASES = frozenset(cst.CSTVisitor.__mro__)
 
 # Each node type's child attributes, in LibCST's visiting order, and those of them LibCST
@@ -186,6 +191,117 @@ def _fast_visit(self: CSTNode, visitor):  # the replacement of ``CSTNode.visit``
         return _LIBCST_VISIT(self, visitor)
     _walk(self, visitor, _hooked_types(visitor))
     return self
+
+
+# --- dispatch by node type ---------------------------------------------------------------
+
+_STUB = object()
+# Per visitor class: node type -> its ``visit_<Type>`` / ``leave_<Type>`` function, or None.
+_VISIT_TABLES: dict[type, dict[type, Callable | None]] = {}
+_LEAVE_TABLES: dict[type, dict[type, Callable | None]] = {}
+
+
+def _lookup(table: dict, visitor_class: type, prefix: str, node_type: type) -> Callable | None:
+    name = prefix + node_type.__name__
+    method = getattr(visitor_class, name, None)
+    # LibCST's visitor base declares every method as a stub that does nothing.
+    if method is not None and method is getattr(cst.CSTVisitor, name, _STUB):
+        method = None
+    table[node_type] = method
+    return method
+
+
+class FastDispatch:
+    """A mixin for ``cst.CSTVisitor`` subclasses: ``on_visit`` and ``on_leave`` find the
+    ``visit_<Type>`` / ``leave_<Type>`` method in a table per visitor class and node type,
+    where ``CSTVisitor`` formats the name and looks it up at every node. The same methods
+    are called, with the same effect on the walk."""
+
+    def on_visit(self, node: CSTNode) -> bool:
+        cls = type(self)
+        table = _VISIT_TABLES.get(cls)
+        if table is None:
+            table = _VISIT_TABLES[cls] = {}
+        kind = type(node)
+        method = table.get(kind, _STUB)
+        if method is _STUB:
+            method = _lookup(table, cls, "visit_", kind)
+        if method is None:
+            return True
+        return method(self, node) is not False
+
+    def on_leave(self, original_node: CSTNode) -> None:
+        cls = type(self)
+        table = _LEAVE_TABLES.get(cls)
+        if table is None:
+            table = _LEAVE_TABLES[cls] = {}
+        kind = type(original_node)
+        method = table.get(kind, _STUB)
+        if method is _STUB:
+            method = _lookup(table, cls, "leave_", kind)
+        if method is not None:
+            method(self, original_node)
+
+
+class _Batched(_BatchedCSTVisitor):
+    """LibCST's batched visitor, dispatching by node type through tables."""
+
+    def __init__(self, visitor_methods: dict[str, list[Callable]]) -> None:
+        super().__init__(visitor_methods)
+        self._visits: dict[type, tuple[Callable, ...]] = {}
+        self._leaves: dict[type, tuple[Callable, ...]] = {}
+
+    def on_visit(self, node: CSTNode) -> bool:
+        kind = type(node)
+        methods = self._visits.get(kind)
+        if methods is None:
+            methods = self._visits[kind] = tuple(self.visitor_methods.get("visit_" + kind.__name__, ()))
+        for method in methods:
+            method(node)
+        return True
+
+    def on_leave(self, original_node: CSTNode) -> None:
+        kind = type(original_node)
+        methods = self._leaves.get(kind)
+        if methods is None:
+            methods = self._leaves[kind] = tuple(self.visitor_methods.get("leave_" + kind.__name__, ()))
+        for method in methods:
+            method(original_node)
+
+
+def visit_batched(wrapper: MetadataWrapper, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
+    """``wrapper.visit_batched(visitors)``: their metadata resolved, one walk of the module
+    calling each visitor's methods, in the visitors' order."""
+    with contextlib.ExitStack() as stack:
+        for visitor in visitors:
+            stack.enter_context(visitor.resolve(wrapper))
+        methods: dict[str, list[Callable]] = {}
+        for visitor in visitors:
+            for name, method in visitor.get_visitors().items():
+                methods.setdefault(name, []).append(method)
+        wrapper.module.visit(_Batched(methods))
+
+
+class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
+    def on_leave(self, original_node: CSTNode) -> None:
+        # LibCST's ``on_leave``, with its ``isinstance`` against eighteen abstract node
+        # classes (a Python-level call for each, at every node) as a set look-up: the node
+        # classes are concrete, and nothing subclasses them.
+        self.provider.set_metadata(original_node, self.scope)
+        if type(original_node) in _ASSIGNMENT_LIKE_TYPES:
+            self.scope._assignment_count += 1
+        FastDispatch.on_leave(self, original_node)
+
+
+class ScopeProvider(_LibCSTScopeProvider):
+    """LibCST's ``ScopeProvider`` (the same scopes, assignments and accesses; tested on every
+    fixture), its visitor dispatching through ``FastDispatch``."""
+
+    def visit_Module(self, node: cst.Module) -> bool | None:
+        visitor = _ScopeVisitor(self)
+        node.visit(visitor)
+        visitor.infer_accesses()
+        return None
 
 
 _lock = threading.Lock()

@@ -30,8 +30,9 @@ from libcst.metadata import (
     MetadataWrapper,
     QualifiedNameSource,
     Scope,
-    ScopeProvider,
 )
+
+from torchlint.traversal import FastDispatch, ScopeProvider
 
 if TYPE_CHECKING:
     from torchlint.semantic.project import ProjectView
@@ -138,7 +139,7 @@ SCANNED = frozenset(
 SCANNED_ENDS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While, cst.Try, cst.If})
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(FastDispatch, cst.CSTVisitor):
     """One pass over the module gathering the raw facts the model answers questions from."""
 
     def __init__(self, model: SemanticModel) -> None:
@@ -412,6 +413,14 @@ class SemanticModel:
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)
+
+    def top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The module's top-level statement that holds ``node`` (None: not in one)."""
+        parents = self.parents
+        parent = parents.get(node)
+        while parent is not None and parent is not self.module:
+            node, parent = parent, parents.get(parent)
+        return node if parent is not None else None
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = self.parents.get(node)

@@ -1,0 +1,107 @@
+"""Positions of nodes, rendered one top-level statement at a time.
+
+LibCST's ``PositionProvider`` renders the whole module, tracking the position of every node,
+to answer for any one of them: a seventh of a run on a file with a single finding.
+``Positions`` renders only the top-level statement that holds the node asked about, starting
+at the line Python's own parser gave that statement (``statement_lines``, read off the
+``ast`` tree the syntax check builds anyway). The statement's rendered start must land on
+the line the parser gave it; if it does not (or the lines are unknown, or the node's
+statement cannot be found), every answer comes from LibCST's ``PositionProvider``. The
+positions are LibCST's own either way (``tests/test_positions.py`` compares them on every
+fixture).
+
+It knows nothing about PyTorch.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Sequence
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+# Per top-level ``ast`` statement: the line of its first token and, for a decorated
+# definition, the line of its first decorator (else the same line).
+StatementLines = Sequence[tuple[int, int]]
+
+
+def statement_lines(tree: ast.Module) -> list[tuple[int, int]]:
+    """What ``Positions`` needs of the ``ast`` tree of a module."""
+    lines = []
+    for statement in tree.body:
+        decorators = getattr(statement, "decorator_list", None)
+        lines.append((statement.lineno, decorators[0].lineno if decorators else statement.lineno))
+    return lines
+
+
+class Positions:
+    """``positions[node]``: the node's ``CodeRange`` as LibCST's ``PositionProvider`` gives it.
+
+    ``top_statement(node)`` names the module's top-level statement holding ``node`` when it
+    is known cheaply (else None: the whole module is rendered)."""
+
+    def __init__(
+        self,
+        wrapper: MetadataWrapper,
+        lines: StatementLines | None,
+        top_statement: Callable[[cst.CSTNode], cst.CSTNode | None],
+    ) -> None:
+        self._wrapper = wrapper
+        self.module = wrapper.module
+        self._top_statement = top_statement
+        self._computed: dict[cst.CSTNode, CodeRange] = {}  # from the statements rendered
+        self._full: object | None = None
+        self._starts = self._statement_starts(wrapper.module, lines) if lines is not None else None
+        self._rendered: set[cst.CSTNode] = set()
+
+    @staticmethod
+    def _statement_starts(module: cst.Module, lines: StatementLines) -> dict | None:
+        """Per top-level statement: the line its rendering starts on (its leading lines
+        included) and the line its own position must start on."""
+        starts = {}
+        index = 0
+        for statement in module.body:
+            if index >= len(lines):
+                return None
+            line, first = lines[index]
+            index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+            before = len(statement.leading_lines)
+            decorators = getattr(statement, "decorators", ())
+            if decorators:
+                before += len(decorators[0].leading_lines)
+            starts[statement] = (first - before, line)
+        return starts if index == len(lines) else None
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        found = self._computed.get(node)
+        if found is not None:
+            return found
+        if self._full is None and self._starts is not None:
+            statement = self._top_statement(node)
+            if statement is not None and statement not in self._rendered and self._render(statement):
+                found = self._computed.get(node)
+                if found is not None:
+                    return found
+        if self._full is None:
+            self._full = self._wrapper.resolve(PositionProvider)
+        return self._full[node]
+
+    def _render(self, statement: cst.CSTNode) -> bool:
+        start = self._starts.get(statement)
+        if start is None:
+            return False
+        module = self._wrapper.module
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
+        )
+        state.line = start[0]
+        statement._codegen(state)
+        self._rendered.add(statement)
+        if provider._computed[statement].start.line != start[1]:
+            self._starts = None  # the lines do not match this tree: render the whole module
+            return False
+        self._computed.update(provider._computed)
+        return True
