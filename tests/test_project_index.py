@@ -333,3 +333,51 @@ def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
     (tmp_path / "train.ipynb").write_text(json.dumps(notebook))
     result = run("check", "--no-cache", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", str(tmp_path / "train.ipynb"))
     assert "train.ipynb:cell 3:1:12: TL501" in result.output
+
+
+# --- the cached closure of a lazy index --------------------------------------------------
+
+
+def _resolutions(monkeypatch) -> list[int]:
+    """Counts the import resolutions of lazy indexes' closures."""
+    from torchlint.semantic import project
+
+    calls = [0]
+    original = project._Builder.add_imports
+
+    def counting(self, paths, follow=True):
+        calls[0] += 1
+        return original(self, paths, follow)
+
+    monkeypatch.setattr(project._Builder, "add_imports", counting)
+    return calls
+
+
+def test_the_closure_is_taken_from_the_cache_while_nothing_changes(tmp_path, monkeypatch):
+    os.chdir(tmp_path)
+    (tmp_path / "blocks.py").write_text("import torch.nn as nn\n\n\nclass Block(nn.Module):\n    pass\n")
+    (tmp_path / "models.py").write_text("from blocks import Block\n\n\nclass Net(Block):\n    pass\n")
+    (tmp_path / "train.py").write_text("import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n")
+    args = ("check", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
+    calls = _resolutions(monkeypatch)
+    assert "train.py:5:12: TL501" in run(*args).output
+    cold = calls[0]
+    assert "train.py:5:12: TL501" in run(*args).output
+    assert calls[0] - cold < cold  # the closure was not resolved again
+    # A file deeper in the closure changes, keeping its size and its modification time.
+    blocks = tmp_path / "blocks.py"
+    stat = blocks.stat()
+    blocks.write_text("import torch.nn as nn\n\n\nclass Block(object   ):\n    pass\n")
+    os.utime(blocks, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "TL501" not in run(*args).output
+
+
+def test_a_new_file_that_an_import_now_reaches_is_seen(tmp_path):
+    os.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import torch\n\nfrom helpers import Net\n\ntorch.save(Net(), 'm.pt')\n")
+    args = ("check", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
+    assert "TL501" not in run(*args).output  # Net is unknown
+    assert "TL501" not in run(*args).output
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    assert "train.py:5:12: TL501" in run(*args).output

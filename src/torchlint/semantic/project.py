@@ -602,6 +602,9 @@ class ProjectIndex:
     _loaded: dict[Path, ModuleSummary | None] = field(default_factory=dict, repr=False)
     _exists: dict[str, bool] = field(default_factory=dict, repr=False)
     _is_dir: dict[str, bool] = field(default_factory=dict, repr=False)
+    # The closure's files taken from the cache's record and not summarised in this run:
+    # their summaries' digests.
+    _recorded: dict[Path, str] = field(default_factory=dict, repr=False)
 
     def summary(self, path: Path) -> ModuleSummary | None:
         """The summary of an indexed file; in a lazy index, of any project file, read when
@@ -625,14 +628,46 @@ class ProjectIndex:
 
     def _close(self) -> None:
         """Summarise every file the linted ones import, directly or not (within the bounds):
-        what the digests of the cache keys cover."""
+        what the digests of the cache keys cover. With a cache, the closure of the last run
+        over the same files is taken from it when nothing it was built from changed
+        (``_ClosureRecord``)."""
         if self.lazy and not self._closed:
             self._closed = True
+            record_key = self._closure_key() if self.cache_root is not None else None
+            if record_key is not None:
+                from torchlint import cache as result_cache
+
+                record = result_cache.load(self.cache_root, record_key)
+                if isinstance(record, _ClosureRecord) and record.holds():
+                    for path, (digest, imports) in record.files.items():
+                        self.imports[path] = imports
+                        if path not in self.summaries:
+                            self._recorded[path] = digest
+                    self._digests = None
+                    return
             cache = cached_summarize(self.cache_root) if self.cache_root is not None else None
             builder = _Builder(self, _read_file, cache)
             builder.add_imports(self.linted)
             builder.add_imports(sorted(self.callers_from - set(self.linted)), follow=False)  # the files beside them
             self._digests = None
+            if record_key is not None:
+                record = _ClosureRecord.of(self, builder)
+                if record is not None:
+                    result_cache.store(self.cache_root, record_key, record)
+
+    def _closure_key(self) -> str:
+        """What the closure grows from: the linted files and those beside them, and what they
+        import (their summaries), under this root."""
+        import torchlint
+
+        digest = hashlib.sha256(f"{torchlint.__version__}|closure|{self.root}|".encode())
+        for path in sorted(self.callers_from or self.linted):
+            digest.update(f"{path}|{self.summaries[path].digest}|".encode())
+        return digest.hexdigest()
+
+    def _summary_digest(self, path: Path) -> str:
+        summary = self.summaries.get(path)
+        return summary.digest if summary is not None else self._recorded[path]
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -729,7 +764,7 @@ class ProjectIndex:
         stack: list[Path] = []
         on_stack: set[Path] = set()
         digests: dict[Path, str] = {}
-        for start in self.summaries:
+        for start in [*self.summaries, *(p for p in self._recorded if p not in self.summaries)]:
             if start in number:
                 continue
             number[start] = low[start] = len(number)
@@ -760,12 +795,12 @@ class ProjectIndex:
         return digests
 
     def _imported(self, path: Path) -> Iterator[Path]:
-        return (d for d in self.imports.get(path, ()) if d in self.summaries)
+        return (d for d in self.imports.get(path, ()) if d in self.summaries or d in self._recorded)
 
     def _digest_component(self, members: list[Path], digests: dict[Path, str]) -> None:
         digest = hashlib.sha256()
         for member in sorted(members):
-            digest.update(f"{member}|{self.summaries[member].digest}|".encode())
+            digest.update(f"{member}|{self._summary_digest(member)}|".encode())
         inside = set(members)
         imported = {digests[d] for m in members for d in self._imported(m) if d not in inside}
         for child in sorted(imported):
@@ -811,6 +846,51 @@ class ProjectIndex:
         if path not in self._is_dir:
             self._is_dir[path] = os.path.isdir(path)
         return self._is_dir[path]
+
+
+def _stat(path: str) -> tuple[int, int, int, int] | None:
+    """What changes when a file or folder changes: a write, or an entry added or removed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+@dataclass
+class _ClosureRecord:
+    """A lazy index's closure as the cache keeps it: per file, its summary's digest and the
+    files its imports resolved to, and everything the resolution read from the disk (each
+    file's and each of their folders' stat, every existence test and its answer). It holds
+    while all of those are as they were; resolving the closure again (over two thousand
+    files for torch's sources) is then skipped. A stat is what ruff's and mypy's caches
+    trust; the file's content is not hashed again."""
+
+    files: dict[Path, tuple[str, tuple[Path, ...]]]
+    stats: dict[str, tuple[int, int, int, int] | None]
+    probes: dict[str, bool]
+    folder_probes: dict[str, bool]
+
+    @classmethod
+    def of(cls, index: ProjectIndex, builder: _Builder) -> _ClosureRecord | None:
+        files = {path: (summary.digest, index.imports.get(path, ())) for path, summary in index.summaries.items()}
+        stats: dict[str, tuple[int, int, int, int] | None] = {}
+        for path in files:
+            stats[str(path)] = _stat(str(path))
+            for folder in path.parents:  # an __init__.py added or removed changes where imports lead
+                if str(folder) in stats:
+                    break
+                stats[str(folder)] = _stat(str(folder))
+        if any(stats[str(path)] is None for path in files):
+            return None
+        return cls(files, stats, dict(builder._files), dict(builder._dirs))
+
+    def holds(self) -> bool:
+        return (
+            all(_stat(path) == stat for path, stat in self.stats.items())
+            and all(os.path.isfile(path) == found for path, found in self.probes.items())
+            and all(os.path.isdir(path) == found for path, found in self.folder_probes.items())
+        )
 
 
 def _read_file(path: Path) -> bytes | None:
