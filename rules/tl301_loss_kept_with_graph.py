@@ -90,6 +90,7 @@ class LossKeptWithGraph(Rule):
         super().__init__(context)
         # Per file (a rule instance lints one module): indexes that keep the rule linear.
         self._backward_by_function: dict[cst.FunctionDef, list] | None = None
+        self._backward_by_name: dict[tuple[str, cst.FunctionDef | None], list] | None = None
         self._scope_codes: dict[cst.CSTNode, str] = {}
     output_message = "model output `{output}` is kept across training iterations with its autograd graph; store `{output}.detach()`"
 
@@ -200,9 +201,7 @@ class LossKeptWithGraph(Rule):
         the value the name holds."""
         values = {id(v) for v in self.semantic.values(loss)}
         function = self.semantic.enclosing_function(loss)
-        for call, target in self.semantic.training.backward_calls.items():
-            if not isinstance(target, cst.Name) or target.value != loss.value or self.semantic.enclosing_function(call) is not function:
-                continue
+        for call, target in self._backward_calls_of(loss.value, function):
             if any(a.keyword is not None and a.keyword.value in ("gradient", "grad_tensors") for a in call.args):
                 continue
             if isinstance(call.func, cst.Attribute) and call.func.value is target and call.args and call.args[0].keyword is None:
@@ -210,6 +209,16 @@ class LossKeptWithGraph(Rule):
             if values and values & {id(v) for v in self.semantic.values(target)}:
                 return True
         return False
+
+    def _backward_calls_of(self, name: str, function: cst.FunctionDef | None) -> list[tuple[cst.Call, cst.Name]]:
+        """The backward passes on the name ``name`` in ``function`` (None: at module level),
+        indexed once per file."""
+        if self._backward_by_name is None:
+            self._backward_by_name = defaultdict(list)
+            for call, target in self.semantic.training.backward_calls.items():
+                if isinstance(target, cst.Name):
+                    self._backward_by_name[target.value, self.semantic.enclosing_function(call)].append((call, target))
+        return self._backward_by_name.get((name, function), [])
 
     def _returned(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
@@ -225,8 +234,13 @@ class LossKeptWithGraph(Rule):
         holder = holder.value if isinstance(holder, cst.Subscript) else holder
         name = re.escape(code(holder))
         text = self._scope_code(self._holder_scope(holder, scope))
-        local = "|".join(re.escape(f) for f in self.semantic.functions)
-        return bool(local) and bool(re.search(rf"(?<![\w.])(self\.)?({local})\([^\n]*(?<![\w.]){name}\b", text))
+        passed = re.compile(rf"[^\n]*(?<![\w.]){name}\b")
+        # A call of a function of this file (``f(`` or ``self.f(``) with the holder later on
+        # its line. (One alternation of every function's name made this quadratic.)
+        return any(
+            call.group(1) in self.semantic.functions and passed.match(text, call.end())
+            for call in _CALL_OPENING.finditer(text)
+        )
 
     def _iteration_loop(self, store: cst.CSTNode) -> cst.CSTNode | None:
         """The loop whose iterations the store outlives: the training iteration around it,
@@ -320,6 +334,9 @@ class LossKeptWithGraph(Rule):
             if info is not None:
                 return info.node
         return scope
+
+
+_CALL_OPENING = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\(")
 
 
 class _Rebinding(cst.CSTVisitor):
