@@ -561,7 +561,14 @@ class TrainingFacts:
         name = function.name.value
         if len(self.model.functions.get(name, ())) != 1:
             return []
-        return [call for call, called in self._calls if called == name and self._calls_function(call, function)]
+        return [call for call in self._calls_by_name.get(name, ()) if self._calls_function(call, function)]
+
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[cst.Call]]:
+        calls: dict[str, list[cst.Call]] = {}
+        for call, called in self._calls:
+            calls.setdefault(called, []).append(call)
+        return calls
 
     def _calls_function(self, call: cst.Call, function: cst.FunctionDef) -> bool:
         # helper(...) for a function, self.helper(...) for a method of the caller's class.
