@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import libcst as cst
+import pytest
 
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, find_suppressions, lint_module_source, render_edits, run_rules
@@ -118,3 +119,26 @@ def test_lint_path_never_imports_torch():
         "assert 'pygls' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("source", [
+    b"x = 1\r\ny = 2\r\n", b"\xef\xbb\xbfx = 1\n", "# -*- coding: latin-1 -*-\nx = '\xe9'\n".encode("latin-1"),
+    b"x = 1\ry = 2\r", b"x = 1", b"", b"\n\n", b"x=1\n\x0c\ny=2\n", "x = 'é'\r\n",
+])
+def test_source_text_is_the_modules_code(source) -> None:
+    """Suppressions are read from the source's text, which must be what LibCST renders."""
+    from torchlint.engine import _parse_checked, _source_text
+
+    module = _parse_checked(source)
+    assert _source_text(source, module) == module.code
+
+
+def test_source_text_of_every_fixture() -> None:
+    from pathlib import Path
+
+    from torchlint.engine import _parse_checked, _source_text
+
+    for path in sorted((Path(__file__).parent.parent / "fixtures").rglob("*.py")):
+        source = path.read_bytes()
+        module = _parse_checked(source)
+        assert _source_text(source, module) == module.code, path

@@ -517,8 +517,19 @@ class _Restart(Exception):
     """A rule failed after fixes were applied: lint the file again from its source without it."""
 
 
+def _source_text(source: bytes | str, module: cst.Module) -> str:
+    """The text of the parsed source, as ``module.code`` renders it (without rendering the
+    whole module: LibCST's round trip is exact)."""
+    if isinstance(source, str):
+        return source
+    try:
+        return source.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        return module.code
+
+
 def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines) -> SourceResult:
-    suppressions = find_suppressions(module.code)
+    suppressions = find_suppressions(_source_text(source, module))
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
