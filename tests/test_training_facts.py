@@ -350,3 +350,25 @@ def test_tl301_item_fix_is_safe_on_the_loss_a_scalar_backward_runs_on():
     assert _fix_of(in_function, "TL301").applicability is Applicability.UNSAFE
     passed = "def plot(values):\n    pass\n" + textwrap.dedent(body.format(argument="", after="plot(losses)"))
     assert _fix_of(passed, "TL301").applicability is Applicability.UNSAFE
+
+
+def test_code_of_a_name_is_its_rendering() -> None:
+    """``code`` answers a bare name without a code generator: the same text."""
+    from pathlib import Path
+
+    import libcst as cst
+
+    from torchlint.semantic import training
+
+    names = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.append(node)
+
+    for path in sorted((Path(__file__).parent.parent / "fixtures" / "rules").rglob("*.py")):
+        cst.parse_module(path.read_bytes()).visit(Names())
+    names.append(cst.parse_expression("(x)"))
+    assert len(names) > 1000
+    for name in names:
+        assert training.code(name) == cst.Module(body=[]).code_for_node(name)

@@ -133,6 +133,8 @@ class DeviceFacts:
         return self.model.module
 
     def code(self, node: cst.CSTNode) -> str:
+        if type(node) is cst.Name and not node.lpar:
+            return node.value  # what rendering it gives, without a code generator
         return self.module.code_for_node(node)
 
     # --- guards ------------------------------------------------------------------------

@@ -137,6 +137,8 @@ def called_module(call: cst.Call) -> cst.BaseExpression:
 
 
 def _code(node: cst.CSTNode) -> str:
+    if type(node) is cst.Name and not node.lpar:
+        return node.value  # what rendering it gives, without a code generator
     return cst.Module(body=[]).code_for_node(node)
 
 

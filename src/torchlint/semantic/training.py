@@ -88,6 +88,8 @@ def last_name(expr: cst.BaseExpression) -> str:
 
 
 def code(node: cst.CSTNode) -> str:
+    if type(node) is cst.Name and not node.lpar:
+        return node.value  # what rendering it gives, without a code generator
     return cst.Module(body=[]).code_for_node(node)
 
 
