@@ -177,13 +177,15 @@ def _scope_facts(scopes, module, nodes):
 
 
 def test_scope_provider_equals_libcsts() -> None:
-    """torchlint's ScopeProvider (LibCST's, dispatching through tables) gives the same scopes,
-    assignments, accesses and qualified names as LibCST's, inside and outside fast walks."""
+    """torchlint's ScopeProvider (LibCST's, dispatching through tables and not walking trivia)
+    gives the same scopes, assignments, accesses and qualified names as LibCST's to every
+    node but whitespace, comments and punctuation, inside and outside fast walks."""
     checked = 0
     for name, module in _modules():
         expected_wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         expected = expected_wrapper.resolve(ScopeProvider)
-        nodes = list(expected_wrapper.resolve(ParentNodeProvider)) + [module]
+        # (Whitespace, comments and punctuation get no scope from torchlint's.)
+        nodes = [n for n in expected_wrapper.resolve(ParentNodeProvider) if type(n) not in traversal.TRIVIA] + [module]
         for fast in (False, True):
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             with traversal.fast_walks() if fast else contextlib.nullcontext():
@@ -226,3 +228,33 @@ def test_fast_dispatch_calls_what_libcsts_dispatch_calls() -> None:
         assert fast.calls == plain.calls, name
         checked += len(plain.calls)
     assert checked > 10_000
+
+
+def test_batched_walks_skip_trivia_no_visitor_asks_for() -> None:
+    module = cst.parse_module("x = f(a, b)  # note\n\n# alone\ny = 2\n")
+    seen: list[str] = []
+
+    class Comments(cst.BatchableCSTVisitor):
+        def visit_Comment(self, node: cst.Comment) -> None:
+            seen.append(node.value)
+
+        def visit_Name(self, node: cst.Name) -> None:
+            seen.append(node.value)
+
+    class Names(cst.BatchableCSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            seen.append(node.value)
+
+    class Spaces(Names):
+        def visit_SimpleWhitespace(self, node: cst.SimpleWhitespace) -> None:
+            seen.append("ws")
+
+    with traversal.fast_walks():
+        traversal.visit_batched(MetadataWrapper(module, unsafe_skip_copy=True), [Comments()])
+        assert seen == ["x", "f", "a", "b", "# note", "# alone", "y"]
+        seen.clear()
+        traversal.visit_batched(MetadataWrapper(module, unsafe_skip_copy=True), [Names()])
+        assert seen == ["x", "f", "a", "b", "y"]
+        seen.clear()
+        traversal.visit_batched(MetadataWrapper(module, unsafe_skip_copy=True), [Spaces()])
+        assert "ws" in seen

@@ -148,7 +148,7 @@ def _hooked_types(visitor: cst.CSTVisitor) -> frozenset[str]:
     return hooked
 
 
-def _walk(node: CSTNode, visitor: cst.CSTVisitor, hooked: frozenset[str]) -> None:
+def _walk(node: CSTNode, visitor: cst.CSTVisitor, hooked: frozenset[str], skip: frozenset[type]) -> None:
     if visitor.on_visit(node):
         cls = type(node)
         values = _VALUES.get(cls)
@@ -156,20 +156,23 @@ def _walk(node: CSTNode, visitor: cst.CSTVisitor, hooked: frozenset[str]) -> Non
             _fields(node)
             values = _VALUES[cls]
         if hooked and cls.__name__ in hooked:
-            _walk_with_hooks(node, _FIELDS[cls], visitor, hooked)
+            _walk_with_hooks(node, _FIELDS[cls], visitor, hooked, skip)
         else:
             is_node = _IS_NODE.get
             for value in values(node):
                 kind = type(value)
                 if kind is tuple or kind is list:
                     for child in value:
-                        _walk(child, visitor, hooked)
-                elif is_node(kind) or (is_node(kind) is None and _is_node(kind)):
-                    _walk(value, visitor, hooked)
+                        if type(child) not in skip:
+                            _walk(child, visitor, hooked, skip)
+                elif kind not in skip and (is_node(kind) or (is_node(kind) is None and _is_node(kind))):
+                    _walk(value, visitor, hooked, skip)
     visitor.on_leave(node)
 
 
-def _walk_with_hooks(node: CSTNode, fields: tuple[str, ...], visitor: cst.CSTVisitor, hooked: frozenset[str]) -> None:
+def _walk_with_hooks(
+    node: CSTNode, fields: tuple[str, ...], visitor: cst.CSTVisitor, hooked: frozenset[str], skip: frozenset[type]
+) -> None:
     when_set = _WHEN_SET[type(node)]
     for name in fields:
         value = getattr(node, name)
@@ -180,16 +183,43 @@ def _walk_with_hooks(node: CSTNode, fields: tuple[str, ...], visitor: cst.CSTVis
         visitor.on_visit_attribute(node, name)
         if is_sequence:
             for child in value:
-                _walk(child, visitor, hooked)
-        elif _is_node(kind):
-            _walk(value, visitor, hooked)
+                if type(child) not in skip:
+                    _walk(child, visitor, hooked, skip)
+        elif kind not in skip and _is_node(kind):
+            _walk(value, visitor, hooked, skip)
         visitor.on_leave_attribute(node, name)
+
+
+# Whitespace, comments and punctuation: three fifths of a tree's nodes. A visitor that skips
+# trivia (``SKIPS_TRIVIA``; the rules' batched walk does) is not walked into them, unless it
+# has a ``visit_``/``leave_`` method for one of them: none of them holds code.
+TRIVIA = frozenset({
+    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine,
+    cst.Comment, cst.Dot, cst.Comma, cst.AssignEqual, cst.Colon, cst.Semicolon, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+})
+_NOTHING: frozenset[type] = frozenset()
+_SKIPPED: dict[type, frozenset[type]] = {}
+
+
+def _skipped(visitor: cst.CSTVisitor) -> frozenset[type]:
+    """The trivia types the walk leaves out for ``visitor``."""
+    if isinstance(visitor, _Batched):
+        return visitor.skipped
+    cls = type(visitor)
+    skipped = _SKIPPED.get(cls)
+    if skipped is None:
+        # (Trivia hold other trivia: a visitor of any of them, a comment say, is walked into all.)
+        wanted = any(_lookup({}, cls, prefix, kind) is not None for kind in TRIVIA for prefix in ("visit_", "leave_"))
+        skipped = TRIVIA if getattr(cls, "SKIPS_TRIVIA", False) and not wanted else _NOTHING
+        _SKIPPED[cls] = skipped
+    return skipped
 
 
 def _fast_visit(self: CSTNode, visitor):  # the replacement of ``CSTNode.visit``
     if not isinstance(visitor, cst.CSTVisitor):
         return _LIBCST_VISIT(self, visitor)
-    _walk(self, visitor, _hooked_types(visitor))
+    _walk(self, visitor, _hooked_types(visitor), _skipped(visitor))
     return self
 
 
@@ -250,6 +280,8 @@ class _Batched(_BatchedCSTVisitor):
         super().__init__(visitor_methods)
         self._visits: dict[type, tuple[Callable, ...]] = {}
         self._leaves: dict[type, tuple[Callable, ...]] = {}
+        wanted = any(f"{prefix}_{kind.__name__}" in visitor_methods for kind in TRIVIA for prefix in ("visit", "leave"))
+        self.skipped = _NOTHING if wanted else TRIVIA
 
     def on_visit(self, node: CSTNode) -> bool:
         kind = type(node)
@@ -283,6 +315,8 @@ def visit_batched(wrapper: MetadataWrapper, visitors: Sequence[cst.BatchableCSTV
 
 
 class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
+    SKIPS_TRIVIA = True  # (no scope is asked of whitespace or punctuation)
+
     def on_leave(self, original_node: CSTNode) -> None:
         # LibCST's ``on_leave``, with its ``isinstance`` against eighteen abstract node
         # classes (a Python-level call for each, at every node) as a set look-up: the node

@@ -142,6 +142,10 @@ SCANNED_ENDS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cs
 class _Collector(FastDispatch, cst.CSTVisitor):
     """One pass over the module gathering the raw facts the model answers questions from."""
 
+    # Whitespace, comments and punctuation are not walked: no fact is about them, and they
+    # have no parents, order or scope here.
+    SKIPS_TRIVIA = True
+
     def __init__(self, model: SemanticModel) -> None:
         super().__init__()
         self.model = model
