@@ -34,7 +34,9 @@ import libcst as cst
 from libcst._batched_visitor import _BatchedCSTVisitor
 from libcst._nodes.base import CSTNode
 from libcst.metadata import MetadataWrapper
+from libcst.metadata import ExpressionContext, ExpressionContextProvider
 from libcst.metadata import ScopeProvider as _LibCSTScopeProvider
+from libcst.metadata.expression_context_provider import ExpressionContextVisitor
 from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
 from libcst.metadata.scope_provider import ScopeVisitor as _LibCSTScopeVisitor
 
@@ -327,9 +329,31 @@ class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
         FastDispatch.on_leave(self, original_node)
 
 
+class _ExpressionContextVisitor(FastDispatch, ExpressionContextVisitor):
+    SKIPS_TRIVIA = True  # (contexts are given to names, attributes, subscripts...)
+
+
+class _ExpressionContextProvider(ExpressionContextProvider):
+    def visit_Module(self, node: cst.Module) -> bool | None:
+        node.visit(_ExpressionContextVisitor(self, ExpressionContext.LOAD))
+        return None
+
+
 class ScopeProvider(_LibCSTScopeProvider):
     """LibCST's ``ScopeProvider`` (the same scopes, assignments and accesses; tested on every
-    fixture), its visitor dispatching through ``FastDispatch``."""
+    fixture), its visitors (and those of the expression contexts it rests on) dispatching
+    through ``FastDispatch`` and not walked into trivia."""
+
+    METADATA_DEPENDENCIES = (_ExpressionContextProvider,)
+    # LibCST unites the dependencies of a provider's bases with its own (and caches them on
+    # the class, where a subclass would read its base's): ours replace LibCST's expression
+    # contexts, which would otherwise be computed as well. (Were the cache's name to change,
+    # both would be computed: the same results, slower.)
+    _INHERITED_METADATA_DEPENDENCIES_CACHE = frozenset(METADATA_DEPENDENCIES)
+
+    def get_metadata(self, key, node, *default):  # type: ignore[override]
+        # LibCST's scope analysis asks for its own ExpressionContextProvider's.
+        return super().get_metadata(_ExpressionContextProvider if key is ExpressionContextProvider else key, node, *default)
 
     def visit_Module(self, node: cst.Module) -> bool | None:
         visitor = _ScopeVisitor(self)
