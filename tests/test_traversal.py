@@ -258,3 +258,28 @@ def test_batched_walks_skip_trivia_no_visitor_asks_for() -> None:
         seen.clear()
         traversal.visit_batched(MetadataWrapper(module, unsafe_skip_copy=True), [Spaces()])
         assert "ws" in seen
+
+
+def test_libcsts_batched_walk_of_module_only_visitors_stops_at_the_module() -> None:
+    """LibCST resolves providers in a batched walk of the module even when they only visit
+    the module: the fast walk calls those and nothing below; any other method keeps it whole."""
+    module = cst.parse_module("x = f(a)\n")
+    calls: list[str] = []
+
+    class ModuleOnly(cst.BatchableCSTVisitor):
+        def visit_Module(self, node: cst.Module) -> None:
+            calls.append("module")
+
+        def leave_Module(self, original_node: cst.Module) -> None:
+            calls.append("end")
+
+    class Names(ModuleOnly):
+        def visit_Name(self, node: cst.Name) -> None:
+            calls.append(node.value)
+
+    with traversal.fast_walks():
+        MetadataWrapper(module, unsafe_skip_copy=True).visit_batched([ModuleOnly()])
+        assert calls == ["module", "end"]
+        calls.clear()
+        MetadataWrapper(module, unsafe_skip_copy=True).visit_batched([Names()])
+        assert calls == ["module", "x", "f", "a", "end"]

@@ -18,6 +18,12 @@ The order of each node type's children is LibCST's: it is read once per type, fr
 attribute callbacks LibCST's own ``_visit_and_replace_children`` makes on a node of that type
 (``tests/test_traversal.py`` checks that both walks make the same calls on every fixture).
 
+Two more things LibCST does at every node are done once per type here: finding a visitor's
+``visit_<Type>`` method (``FastDispatch``; LibCST formats the name and looks it up each
+time) and, in its scope analysis, testing the node against eighteen abstract classes
+(``ScopeProvider``: LibCST's, the same scopes). Visitors that look at no whitespace, comment
+or punctuation (``SKIPS_TRIVIA``, and the rules' batched walk) are not walked into them.
+
 It knows nothing about PyTorch; the engine activates it while it lints a file.
 """
 
@@ -33,15 +39,17 @@ from typing import Callable, Iterator, Sequence
 import libcst as cst
 from libcst._batched_visitor import _BatchedCSTVisitor
 from libcst._nodes.base import CSTNode
-from libcst.metadata import MetadataWrapper
-from libcst.metadata import ExpressionContext, ExpressionContextProvider
+from libcst.metadata import ExpressionContext, ExpressionContextProvider, MetadataWrapper
 from libcst.metadata import ScopeProvider as _LibCSTScopeProvider
-from libcst.metadata.expression_context_provider import ExpressionContextVisitor
-from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
-from libcst.metadata.scope_provider import ScopeVisitor as _LibCSTScopeVisitor
+
+try:  # the parts of LibCST's scope analysis that ``ScopeProvider`` below builds on
+    from libcst.metadata.expression_context_provider import ExpressionContextVisitor
+    from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
+    from libcst.metadata.scope_provider import ScopeVisitor as _LibCSTScopeVisitor
+except ImportError:  # a LibCST without them: its own analysis, as it is
+    _ASSIGNMENT_LIKE_NODES = None
 
 _LIBCST_VISIT = CSTNode.visit
-_ASSIGNMENT_LIKE_TYPES = frozenset(_ASSIGNMENT_LIKE_NODES)
 _LIBCST_VISITOR_BASES = frozenset(cst.CSTVisitor.__mro__)
 
 # Each node type's child attributes, in LibCST's visiting order, and those of them LibCST
@@ -221,8 +229,25 @@ def _skipped(visitor: cst.CSTVisitor) -> frozenset[type]:
 def _fast_visit(self: CSTNode, visitor):  # the replacement of ``CSTNode.visit``
     if not isinstance(visitor, cst.CSTVisitor):
         return _LIBCST_VISIT(self, visitor)
+    if _module_only(visitor):
+        # LibCST resolves metadata providers in a batched walk of the whole module, though
+        # theirs only visit the module (and walk it themselves): nothing below it is called.
+        visitor.on_visit(self)
+        visitor.on_leave(self)
+        return self
     _walk(self, visitor, _hooked_types(visitor), _skipped(visitor))
     return self
+
+
+def _module_only(visitor: cst.CSTVisitor) -> bool:
+    """A batched visitor of LibCST's whose visitors have methods for the module alone (or
+    none at all: LibCST walks the module for an empty batch too)."""
+    return (
+        type(visitor) is _BatchedCSTVisitor
+        and visitor.before_visit is None
+        and visitor.after_leave is None
+        and all(name in ("visit_Module", "leave_Module") for name in visitor.visitor_methods)
+    )
 
 
 # --- dispatch by node type ---------------------------------------------------------------
@@ -250,29 +275,23 @@ class FastDispatch:
     are called, with the same effect on the walk."""
 
     def on_visit(self, node: CSTNode) -> bool:
-        cls = type(self)
-        table = _VISIT_TABLES.get(cls)
-        if table is None:
-            table = _VISIT_TABLES[cls] = {}
-        kind = type(node)
-        method = table.get(kind, _STUB)
-        if method is _STUB:
-            method = _lookup(table, cls, "visit_", kind)
-        if method is None:
-            return True
-        return method(self, node) is not False
+        method = _method(_VISIT_TABLES, type(self), "visit_", type(node))
+        return method is None or method(self, node) is not False
 
     def on_leave(self, original_node: CSTNode) -> None:
-        cls = type(self)
-        table = _LEAVE_TABLES.get(cls)
-        if table is None:
-            table = _LEAVE_TABLES[cls] = {}
-        kind = type(original_node)
-        method = table.get(kind, _STUB)
-        if method is _STUB:
-            method = _lookup(table, cls, "leave_", kind)
+        method = _method(_LEAVE_TABLES, type(self), "leave_", type(original_node))
         if method is not None:
             method(self, original_node)
+
+
+def _method(tables: dict[type, dict[type, Callable | None]], visitor_class: type, prefix: str, node_type: type):
+    table = tables.get(visitor_class)
+    if table is None:
+        table = tables[visitor_class] = {}
+    method = table.get(node_type, _STUB)
+    if method is _STUB:
+        method = _lookup(table, visitor_class, prefix, node_type)
+    return method
 
 
 class _Batched(_BatchedCSTVisitor):
@@ -316,50 +335,55 @@ def visit_batched(wrapper: MetadataWrapper, visitors: Sequence[cst.BatchableCSTV
         wrapper.module.visit(_Batched(methods))
 
 
-class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
-    SKIPS_TRIVIA = True  # (no scope is asked of whitespace or punctuation)
+if _ASSIGNMENT_LIKE_NODES is None:
+    ScopeProvider = _LibCSTScopeProvider
+else:
+    _ASSIGNMENT_LIKE_TYPES = frozenset(_ASSIGNMENT_LIKE_NODES)
 
-    def on_leave(self, original_node: CSTNode) -> None:
-        # LibCST's ``on_leave``, with its ``isinstance`` against eighteen abstract node
-        # classes (a Python-level call for each, at every node) as a set look-up: the node
-        # classes are concrete, and nothing subclasses them.
-        self.provider.set_metadata(original_node, self.scope)
-        if type(original_node) in _ASSIGNMENT_LIKE_TYPES:
-            self.scope._assignment_count += 1
-        FastDispatch.on_leave(self, original_node)
+    class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
+        SKIPS_TRIVIA = True  # (no scope is asked of whitespace or punctuation)
 
-
-class _ExpressionContextVisitor(FastDispatch, ExpressionContextVisitor):
-    SKIPS_TRIVIA = True  # (contexts are given to names, attributes, subscripts...)
-
-
-class _ExpressionContextProvider(ExpressionContextProvider):
-    def visit_Module(self, node: cst.Module) -> bool | None:
-        node.visit(_ExpressionContextVisitor(self, ExpressionContext.LOAD))
-        return None
+        def on_leave(self, original_node: CSTNode) -> None:
+            # LibCST's ``on_leave``, with its ``isinstance`` against eighteen abstract node
+            # classes (a Python-level call for each, at every node) as a set look-up: the node
+            # classes are concrete, and nothing subclasses them.
+            self.provider.set_metadata(original_node, self.scope)
+            if type(original_node) in _ASSIGNMENT_LIKE_TYPES:
+                self.scope._assignment_count += 1
+            FastDispatch.on_leave(self, original_node)
 
 
-class ScopeProvider(_LibCSTScopeProvider):
-    """LibCST's ``ScopeProvider`` (the same scopes, assignments and accesses; tested on every
-    fixture), its visitors (and those of the expression contexts it rests on) dispatching
-    through ``FastDispatch`` and not walked into trivia."""
+    class _ExpressionContextVisitor(FastDispatch, ExpressionContextVisitor):
+        SKIPS_TRIVIA = True  # (contexts are given to names, attributes, subscripts...)
 
-    METADATA_DEPENDENCIES = (_ExpressionContextProvider,)
-    # LibCST unites the dependencies of a provider's bases with its own (and caches them on
-    # the class, where a subclass would read its base's): ours replace LibCST's expression
-    # contexts, which would otherwise be computed as well. (Were the cache's name to change,
-    # both would be computed: the same results, slower.)
-    _INHERITED_METADATA_DEPENDENCIES_CACHE = frozenset(METADATA_DEPENDENCIES)
 
-    def get_metadata(self, key, node, *default):  # type: ignore[override]
-        # LibCST's scope analysis asks for its own ExpressionContextProvider's.
-        return super().get_metadata(_ExpressionContextProvider if key is ExpressionContextProvider else key, node, *default)
+    class _ExpressionContextProvider(ExpressionContextProvider):
+        def visit_Module(self, node: cst.Module) -> bool | None:
+            node.visit(_ExpressionContextVisitor(self, ExpressionContext.LOAD))
+            return None
 
-    def visit_Module(self, node: cst.Module) -> bool | None:
-        visitor = _ScopeVisitor(self)
-        node.visit(visitor)
-        visitor.infer_accesses()
-        return None
+
+    class ScopeProvider(_LibCSTScopeProvider):
+        """LibCST's ``ScopeProvider`` (the same scopes, assignments and accesses; tested on every
+        fixture), its visitors (and those of the expression contexts it rests on) dispatching
+        through ``FastDispatch`` and not walked into trivia."""
+
+        METADATA_DEPENDENCIES = (_ExpressionContextProvider,)
+        # LibCST unites the dependencies of a provider's bases with its own (and caches them on
+        # the class, where a subclass would read its base's): ours replace LibCST's expression
+        # contexts, which would otherwise be computed as well. (Were the cache's name to change,
+        # both would be computed: the same results, slower.)
+        _INHERITED_METADATA_DEPENDENCIES_CACHE = frozenset(METADATA_DEPENDENCIES)
+
+        def get_metadata(self, key, node, *default):  # type: ignore[override]
+            # LibCST's scope analysis asks for its own ExpressionContextProvider's.
+            return super().get_metadata(_ExpressionContextProvider if key is ExpressionContextProvider else key, node, *default)
+
+        def visit_Module(self, node: cst.Module) -> bool | None:
+            visitor = _ScopeVisitor(self)
+            node.visit(visitor)
+            visitor.infer_accesses()
+            return None
 
 
 _lock = threading.Lock()
