@@ -142,3 +142,65 @@ def test_source_text_of_every_fixture() -> None:
         source = path.read_bytes()
         module = _parse_checked(source)
         assert _source_text(source, module) == module.code, path
+
+
+_PIECES_EDGES = [
+    "import a\n\n\n# about f\n@dec\n# between\n@dec2\ndef f(x):  # c\n    return x\n    # indented after the block\n\n# dedented\nclass C:\n    pass\nx = 1; y = 2  # t\nz = (1,\n     2); w = 3\n",
+    "def f():\n\tif x:\n\t\treturn 1\n\n\n\nx = 1\ny = 2\nz = 3\n",
+    "x = 1\ry = 2\rdef g():\r  pass\rq = 3\r",
+    "x = '''a\nb\nc'''\ny = 2\n\x0c\nz = 3\nif z:\n    pass\nelse:\n    pass\n\n# end\n",
+    "a = 1\n" * 20 + "b = 2\nc = 3",
+]
+
+
+def _pieces_equal(source, piece_lines) -> bool:
+    import ast
+
+    from torchlint.engine import _parse_checked, _parse_in_pieces
+    from torchlint.positions import statement_lines
+
+    lines = statement_lines(ast.parse(source))
+    if _parse_in_pieces(source, lines, piece_lines) is None:
+        return False
+    pieces = _parse_checked(source, lines, piece_lines)
+    whole = _parse_checked(source)
+    for attribute in ("encoding", "default_indent", "default_newline", "has_trailing_newline"):
+        assert getattr(pieces, attribute) == getattr(whole, attribute), attribute
+    assert pieces.code == whole.code
+    assert pieces.deep_equals(whole)
+    return True
+
+
+@pytest.mark.parametrize("source", _PIECES_EDGES)
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_a_module_parsed_in_pieces_is_the_whole_parse(source, as_bytes) -> None:
+    assert _pieces_equal(source.encode() if as_bytes else source, 2)
+
+
+def test_every_fixture_parsed_in_pieces_is_the_whole_parse() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    cut = 0
+    for path in sorted((root / "fixtures").rglob("*.py")) + sorted((root / "src").rglob("*.py")):
+        cut += _pieces_equal(path.read_bytes(), 3)
+    assert cut > 100
+
+
+def test_sources_not_parsed_in_pieces() -> None:
+    import ast
+
+    from torchlint.engine import _parse_in_pieces
+    from torchlint.positions import statement_lines
+
+    many = "x = 1\n" * 50
+    lines = statement_lines(ast.parse(many))
+    assert _parse_in_pieces(many.encode(), lines, 100) is None  # too small
+    assert _parse_in_pieces(b"\xef\xbb\xbf" + many.encode(), lines, 2) is None  # a BOM
+    cookie = "# -*- coding: latin-1 -*-\n" + many
+    assert _parse_in_pieces(cookie.encode("latin-1"), statement_lines(ast.parse(cookie)), 2) is None
+    # Mixed line endings or indentations: the pieces' implicit defaults would differ.
+    mixed = "x = 1\n" * 5 + "y = 2\r\n" * 5
+    assert _parse_in_pieces(mixed.encode(), statement_lines(ast.parse(mixed)), 2) is None
+    tabs = "if a:\n    b = 1\n" + "x = 1\n" * 5 + "if c:\n\td = 1\n"
+    assert _parse_in_pieces(tabs.encode(), statement_lines(ast.parse(tabs)), 2) is None

@@ -65,7 +65,7 @@ def test_a_statement_whose_line_does_not_match_falls_back() -> None:
     _check("x = (1,\n     2)\n\\\n\ny = 3\n", statement_lines(ast.parse("x = (1,\n     2)\n\\\n\ny = 3\n")), fast=False)
 
 
-@pytest.mark.parametrize("lines", [None, [(1, 1)], [(5, 5), (9, 9), (10, 10), (10, 10), (12, 12)]])
+@pytest.mark.parametrize("lines", [None, [(1, 1, 1)], [(5, 5, 5), (9, 9, 9), (10, 10, 10), (10, 10, 10), (12, 12, 12)]])
 def test_unknown_or_wrong_lines_fall_back_to_the_whole_module(lines) -> None:
     _check(EDGES[0], lines, fast=False)
 

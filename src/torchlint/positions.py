@@ -22,17 +22,18 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-# Per top-level ``ast`` statement: the line of its first token and, for a decorated
-# definition, the line of its first decorator (else the same line).
-StatementLines = Sequence[tuple[int, int]]
+# Per top-level ``ast`` statement: the line of its first token; for a decorated definition,
+# the line of its first decorator (else the same line); and its last line.
+StatementLines = Sequence[tuple[int, int, int]]
 
 
-def statement_lines(tree: ast.Module) -> list[tuple[int, int]]:
-    """What ``Positions`` needs of the ``ast`` tree of a module."""
+def statement_lines(tree: ast.Module) -> list[tuple[int, int, int]]:
+    """What ``Positions`` (and the engine's parse in pieces) need of a module's ``ast`` tree."""
     lines = []
     for statement in tree.body:
         decorators = getattr(statement, "decorator_list", None)
-        lines.append((statement.lineno, decorators[0].lineno if decorators else statement.lineno))
+        first = decorators[0].lineno if decorators else statement.lineno
+        lines.append((statement.lineno, first, statement.end_lineno or statement.lineno))
     return lines
 
 
@@ -65,7 +66,7 @@ class Positions:
         for statement in module.body:
             if index >= len(lines):
                 return None
-            line, first = lines[index]
+            line, first, _end = lines[index]
             index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
             before = len(statement.leading_lines)
             decorators = getattr(statement, "decorators", ())
