@@ -381,3 +381,45 @@ def test_a_new_file_that_an_import_now_reaches_is_seen(tmp_path):
     (tmp_path / "helpers").mkdir()
     (tmp_path / "helpers" / "__init__.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
     assert "train.py:5:12: TL501" in run(*args).output
+
+
+def test_statements_come_in_the_order_ast_walk_gives() -> None:
+    """The summary finds imports without walking expressions, in ``ast.walk``'s order (the
+    first binding of a name wins)."""
+    import ast
+
+    from torchlint.semantic.project import _statements_breadth_first
+
+    root = Path(__file__).resolve().parent.parent
+    snippet = (
+        "def f():\n    import b as x\ntry:\n    import c\nexcept E:\n    import d as x\nelse:\n    import e\n"
+        "finally:\n    import g\nmatch v:\n    case 1:\n        import h as x\nclass K:\n    import i\nimport a as x\n"
+    )
+    sources = [snippet] + [p.read_bytes() for p in sorted((root / "fixtures").rglob("*.py")) + sorted((root / "src").rglob("*.py"))]
+    for source in sources:
+        tree = ast.parse(source)
+        expected = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+        assert [n for n in _statements_breadth_first(tree) if isinstance(n, ast.stmt)] == expected
+
+
+def test_walk_function_is_iter_child_nodes_order() -> None:
+    import ast
+
+    from torchlint.semantic.project import _walk_function
+
+    def reference(node):
+        stack = list(reversed(node.body))
+        while stack:
+            sub = stack.pop()
+            yield sub
+            skipped = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+            stack.extend(reversed([c for c in ast.iter_child_nodes(sub) if not isinstance(c, skipped)]))
+
+    root = Path(__file__).resolve().parent.parent
+    checked = 0
+    for path in sorted((root / "fixtures").rglob("*.py")) + sorted((root / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert list(_walk_function(node)) == list(reference(node))
+                checked += 1
+    assert checked > 500

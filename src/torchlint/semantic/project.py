@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 import warnings
-from collections import ChainMap
+from collections import ChainMap, deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -134,6 +134,25 @@ def _dotted(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
+# What holds statements: statements' bodies, and the handlers and cases between a ``try`` or
+# ``match`` and theirs.
+_STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case) if hasattr(ast, "match_case") else (ast.stmt, ast.excepthandler)
+
+
+def _statements_breadth_first(tree: ast.Module) -> Iterator[ast.AST]:
+    """The statements of ``tree`` in the order ``ast.walk`` reaches them (breadth first, each
+    node's children in field order), without walking the expressions: an import is a
+    statement, and the first binding of a name wins."""
+    queue = deque(tree.body)
+    while queue:
+        node = queue.popleft()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name)
+            if type(value) is list:
+                queue.extend(child for child in value if isinstance(child, _STATEMENT_HOLDERS))
+
+
 class _Summarizer:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -145,7 +164,7 @@ class _Summarizer:
         }
         self.functions_defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         top = {id(n) for n in _top_level_imports(tree.body)}
-        for node in ast.walk(tree):
+        for node in _statements_breadth_first(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._import(node, id(node) in top)
 
@@ -484,8 +503,18 @@ def _walk_function(node: ast.AST) -> Iterator[ast.AST]:
     while stack:
         sub = stack.pop()
         yield sub
-        children = [c for c in ast.iter_child_nodes(sub) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
+        children = []  # ``ast.iter_child_nodes``, without its generators
+        for name in sub._fields:
+            value = getattr(sub, name, None)
+            if isinstance(value, ast.AST):
+                if not isinstance(value, _NOT_WALKED):
+                    children.append(value)
+            elif type(value) is list:
+                children.extend(c for c in value if isinstance(c, ast.AST) and not isinstance(c, _NOT_WALKED))
         stack.extend(reversed(children))
+
+
+_NOT_WALKED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _on_self(func: ast.expr) -> bool:
