@@ -325,7 +325,7 @@ def stage_times(sources: list[bytes], rules) -> dict[str, float]:
         timed("rules: batched traversal", lambda: visit_batched(wrapper, [rule(context) for rule in rules]))
 
     for source in sources:
-        gc.disable()  # as the engine does while it lints a file (engine.py, `_cyclic_gc_paused`)
+        gc.disable()  # as the engine does while it lints a file (engine.py, `cyclic_gc_paused`)
         try:
             with fast_walks():  # as the engine's walks are
                 stages(source)

@@ -483,7 +483,7 @@ def render_edits(module: cst.Module, fix: Fix) -> tuple[Edit, ...]:
     return EditRenderer(module, [fix]).edits(fix)
 
 
-def _cyclic_gc_paused(function):
+def cyclic_gc_paused(function):
     """Run ``function`` with Python's cyclic garbage collector paused. A file's syntax tree is
     a million objects for 50,000 lines, none of them garbage until the file is done, and each
     collection that ran while it was built and analysed walked all of it again: a fifth of
@@ -517,7 +517,7 @@ def _with_fast_walks(function):
     return walking
 
 
-@_cyclic_gc_paused
+@cyclic_gc_paused
 @_with_fast_walks
 def lint_module_source(
     source: bytes | str,
@@ -562,7 +562,7 @@ def lint_module_source(
 
 def _prescreened(
     source: bytes | str, rules: Sequence[type[Rule]], prescreen: bool = True
-) -> tuple[list[type[Rule]], list[type[Rule]], list[tuple[int, int]]]:
+) -> tuple[list[type[Rule]], list[type[Rule]], list[tuple[int, int, int]]]:
     """The rules the prescreen admits for the source and those it holds back (``prescreen``
     False: all admitted, after the syntax check), and the lines of the source's top-level
     statements (``positions.statement_lines``). The ``ast`` tree is dropped on return: it

@@ -93,10 +93,9 @@ class Positions:
         start = self._starts.get(statement)
         if start is None:
             return False
-        module = self._wrapper.module
         provider = PositionProvider()
         state = PositionProvidingCodegenState(
-            default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
+            default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=provider
         )
         state.line = start[0]
         statement._codegen(state)

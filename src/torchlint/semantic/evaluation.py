@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from torchlint.semantic import MODULE_RETURNS_SELF, call_argument
+from torchlint.semantic.training import code
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -136,10 +137,7 @@ def called_module(call: cst.Call) -> cst.BaseExpression:
     return func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
 
 
-def _code(node: cst.CSTNode) -> str:
-    if type(node) is cst.Name and not node.lpar:
-        return node.value  # what rendering it gives, without a code generator
-    return cst.Module(body=[]).code_for_node(node)
+_code = code  # the rendering of a node, as the training facts have it
 
 
 def _receiver(call: cst.Call) -> str | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import gc
 import hashlib
 import os
 import re
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
+
+from torchlint.engine import cyclic_gc_paused
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
 MAX_IMPORT_DEPTH = 6
@@ -105,11 +106,9 @@ class ModuleSummary:
 # --- summarising one file --------------------------------------------------------------
 
 
+@cyclic_gc_paused  # as while a file is linted: the tree is no garbage
 def summarize(source: bytes | str) -> ModuleSummary | None:
-    """The summary of one module's source; None when it does not parse. (Python's cyclic
-    garbage collector is paused meanwhile, as while a file is linted: the tree is no garbage.)"""
-    paused = gc.isenabled()
-    gc.disable()
+    """The summary of one module's source; None when it does not parse."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -118,9 +117,6 @@ def summarize(source: bytes | str) -> ModuleSummary | None:
         return _Summarizer(tree).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _dotted(node: ast.expr) -> str | None:
