@@ -125,9 +125,7 @@ class SaveWholeModel(Rule):
     def _loads_may_read_a_module(self) -> bool:
         """Whether the file calls ``torch.load`` on a file and uses the result other than as an
         argument of ``load_state_dict(...)``: it may load the module saved here."""
-        finder = _Loads(self.semantic)
-        self.context.module.visit(finder)
-        for load in finder.loads:
+        for load in self._loads_in(None):
             if self._is_in_memory_buffer(_argument(load, 0, "f")):
                 continue
             if not all(self._inside_load_state_dict(use) for use in self._uses(load)):
@@ -140,16 +138,18 @@ class SaveWholeModel(Rule):
         function = self.semantic.enclosing_function(save)
         if path is None or function is None:
             return False
-        finder = _Loads(self.semantic)
-        function.visit(finder)
         code = self.context.module.code_for_node(path)
         return any(
             (loaded := _argument(load, 0, "f")) is not None
             and self.context.module.code_for_node(loaded) == code
             and _weights_only_false(load)
             and not all(self._inside_load_state_dict(use) for use in self._uses(load))
-            for load in finder.loads
+            for load in self._loads_in(function)
         )
+
+    def _loads_in(self, node: cst.CSTNode | None) -> list[cst.Call]:
+        """The ``torch.load(...)`` calls in ``node`` (None: the module)."""
+        return [c for c in self.semantic.calls_in(node) if self.semantic.is_call_to(c, "torch.load")]
 
     def _uses(self, load: cst.Call) -> list[cst.CSTNode]:
         """Where the loaded object is read: the call itself, or each read of the name it is
@@ -187,16 +187,6 @@ class SaveWholeModel(Rule):
             if isinstance(item, cst.WithItem) and self.semantic.is_call_to(item.item, "io.BytesIO"):
                 return True
         return False
-
-
-class _Loads(cst.CSTVisitor):
-    def __init__(self, semantic) -> None:
-        self.semantic = semantic
-        self.loads: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.semantic.is_call_to(node, "torch.load"):
-            self.loads.append(node)
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:

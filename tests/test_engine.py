@@ -187,6 +187,53 @@ def test_every_fixture_parsed_in_pieces_is_the_whole_parse() -> None:
     assert cut > 100
 
 
+def test_a_parse_cache_reuses_the_unchanged_pieces_of_the_next_version() -> None:
+    # An editor's document, edited between lints: the tree is the whole parse of each
+    # version, and only the piece that changed is parsed again.
+    import ast
+
+    from torchlint.engine import ParseCache, _parse_checked
+    from torchlint.positions import statement_lines
+
+    block = "def f{i}(x):\n    y = x + {i}\n    return y\n\n\n"
+    first = "import torch\n\n\n" + "".join(block.format(i=i) for i in range(30))
+    second = first.replace("y = x + 7\n", "y = x * 7  # changed\n")
+    cache = ParseCache(piece_lines=10)
+    trees = []
+    for text in (first, second, second):
+        module = _parse_checked(text, statement_lines(ast.parse(text)), cache=cache)
+        whole = _parse_checked(text)
+        assert module.code == text and module.deep_equals(whole)
+        trees.append(module)
+    assert len(cache.pieces) > 5
+    # (A piece's first statement is a copy given the blank lines before it, its body is not.)
+    reused = [a.body is b.body for a, b in zip(trees[0].body, trees[1].body)]
+    assert reused.count(False) == 2 and not reused[8]  # the piece of f7 (pieces of 10 lines: two functions)
+    assert all(a.body is b.body for a, b in zip(trees[1].body, trees[2].body))
+
+
+def test_a_parse_cache_in_lint_gives_the_same_findings() -> None:
+    from pathlib import Path
+
+    from torchlint.config import select_rules
+    from torchlint.engine import ParseCache
+
+    root = Path(__file__).parent.parent
+    rules = select_rules(["ALL"], [], [])
+    cache = ParseCache(piece_lines=3)
+    compared = 0
+    for path in sorted((root / "fixtures").rglob("*.py"))[:200]:
+        text = path.read_text()
+        plain = lint_module_source(text, rules, FixMode.NONE, True)
+        for _ in range(2):  # filling the cache, then from it
+            cached = lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
+            assert [(f.code, f.start, f.end, f.message, f.fix) for f in cached.findings] == [
+                (f.code, f.start, f.end, f.message, f.fix) for f in plain.findings
+            ], path
+        compared += bool(plain.findings)
+    assert compared > 50
+
+
 def test_sources_not_parsed_in_pieces() -> None:
     import ast
 

@@ -11,7 +11,8 @@ import pytest
 from rule_fixtures import cases
 from torchlint.config import select_rules
 from torchlint.engine import EditRenderer, FixMode, _apply, apply_fixes, lint_module_source, render_edits, run_rules
-from torchlint.rule import Edit, Fix
+from torchlint.positions import statement_lines
+from torchlint.rule import Edit, Fix, syntax_tree
 
 FIXED = [c for c in cases() if c.is_bad and c.fixed_path.exists()]
 _NEWLINE = re.compile(r"\r\n?|\n")
@@ -40,6 +41,34 @@ def test_each_fix_as_edits_equals_the_fix_applied_to_the_tree(case):
         edits = renderer.edits(fix)
         assert edits, f"{fix.message}: no edits"
         assert apply_edits(module.code, edits) == _apply(module, [fix]).code
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)
+def test_edits_rendered_from_the_statements_are_those_rendered_from_the_module(case):
+    source = case.path.read_bytes()
+    module = cst.parse_module(source)
+    lines = statement_lines(syntax_tree(source))
+    findings, positions = run_rules(module, select_rules([case.code], [], []), statement_lines=lines)
+    fixes = [f.fix for f in findings if f.fix is not None]
+    whole = EditRenderer(module, fixes)
+    parts = EditRenderer(module, fixes, positions, source.decode())
+    assert whole.whole
+    for fix in fixes:
+        assert parts.edits(fix) == whole.edits(fix)
+
+
+def test_edits_are_rendered_from_the_statements_that_hold_the_fixes():
+    source = "import torch\nfrom torch import nn\nm = nn.Linear(2, 2)\n" + "x = 1\n" * 50 + "torch.save(m, 'a')\n"
+    module = cst.parse_module(source)
+    lines = statement_lines(syntax_tree(source))
+    findings, positions = run_rules(module, select_rules(["TL501"], [], []), statement_lines=lines)
+    [fix] = [f.fix for f in findings]
+    renderer = EditRenderer(module, [fix], positions, source)
+    assert not renderer.whole and len(renderer.spans) < 10
+    [edit] = renderer.edits(fix)
+    assert edit.start.row == 54 and apply_edits(source, [edit]) == _apply(module, [fix]).code
+    # Text that is not the module's: rendered whole.
+    assert EditRenderer(module, [fix], positions, source.replace("'a'", "'b'")).whole
 
 
 @pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)

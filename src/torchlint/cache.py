@@ -4,9 +4,7 @@ configuration (or in the current directory)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 from pathlib import Path
 from typing import Sequence
 
@@ -16,10 +14,17 @@ from torchlint.rule import Finding, Rule
 DIRNAME = ".torchlint_cache"
 
 
+def sha256(data: bytes = b""):
+    """``hashlib.sha256``, imported on first use: a run without the cache does not load OpenSSL."""
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str, depends: str = "") -> str:
     """The key of a file's findings; ``depends`` names what they depend on beyond the file (the
     digest of the summaries of the project files it imports)."""
-    digest = hashlib.sha256()
+    digest = sha256()
     digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
     digest.update(source)
     return digest.hexdigest()
@@ -27,7 +32,7 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
 
 def summary_key(source: bytes, suffix: str) -> str:
     """The key of a file's project-index summary: its content (and kind) alone."""
-    digest = hashlib.sha256()
+    digest = sha256()
     digest.update(f"{torchlint.__version__}|summary|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
@@ -40,6 +45,8 @@ def _path(root: Path, key: str) -> Path:
 def load(root: Path, key: str) -> object | None:
     try:
         with _path(root, key).open("rb") as f:
+            import pickle
+
             return pickle.load(f)
     except Exception:  # missing, unreadable or from another version: lint afresh
         return None
@@ -63,6 +70,8 @@ def store(root: Path, key: str, findings: object) -> None:
         return  # a read-only checkout still lints; it just is not cached
     try:
         with os.fdopen(fd, "wb") as f:
+            import pickle
+
             pickle.dump(findings, f)
         os.replace(tmp, target)
     except Exception:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import click
 
-from torchlint.config import ConfigError, resolve_settings
-from torchlint.engine import FixMode
-from torchlint.rule import Rule, all_rules, rule_by_code
-from torchlint.runner import RunError
+from torchlint._startup import compiled_dataclasses
+
+with compiled_dataclasses():  # LibCST's node classes and ours, without compiling their methods again
+    from torchlint.config import ConfigError, resolve_settings
+    from torchlint.engine import FixMode
+    from torchlint.rule import Rule, all_rules, rule_by_code
+    from torchlint.runner import RunError
 
 # Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.
 LAZY_COMMANDS: dict[str, str] = {"lsp": "torchlint.lsp:command", "verify": "torchlint.runtime.cli:command"}
@@ -85,6 +88,7 @@ def main() -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="The path of the file read from standard input (for configuration, exclude and per-file-ignores).",
 )
+@compiled_dataclasses()
 def check(
     paths: tuple[Path, ...],
     fix: bool,

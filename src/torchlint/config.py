@@ -16,11 +16,6 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 if TYPE_CHECKING:
     import pathspec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from torchlint.engine import INVALID_FILE
 from torchlint.rule import Rule, all_rules
 
@@ -134,12 +129,26 @@ def find_config(start: Path) -> Path | None:
         if own.is_file():
             return own
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and "torchlint" in _read_toml(pyproject).get("tool", {}):
+        if pyproject.is_file() and _mentions_torchlint(pyproject) and "torchlint" in _read_toml(pyproject).get("tool", {}):
             return pyproject
     return None
 
 
+def _mentions_torchlint(path: Path) -> bool:
+    """Whether the file may hold a ``[tool.torchlint]`` table: most ``pyproject.toml`` files
+    do not even name it, and are not parsed."""
+    try:
+        return b"torchlint" in path.read_bytes()
+    except OSError:
+        return True  # let the parse say why it cannot be read
+
+
 def _read_toml(path: Path) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
     try:
         with path.open("rb") as f:
             return tomllib.load(f)

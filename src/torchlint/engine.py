@@ -68,10 +68,28 @@ _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 
 
-def _parse_checked(source: bytes | str, lines: StatementLines | None = None, piece_lines: int = PIECE_LINES) -> cst.Module:
+class ParseCache:
+    """The pieces of a document's last parse, by their text, for its next version: an editor
+    lints a document again after each change, and a change touches a piece or two. The
+    document is parsed in pieces of about ``piece_lines`` lines (``_parse_in_pieces``), and
+    a piece whose text is unchanged is not parsed again. Only the last parse's pieces are
+    kept. Node objects are immutable and nothing keeps facts about them between lints, so a
+    piece's statements can stand in the next version's tree."""
+
+    def __init__(self, piece_lines: int = 40) -> None:
+        self.piece_lines = piece_lines
+        self.pieces: dict[bytes | str, cst.Module] = {}
+
+
+def _parse_checked(
+    source: bytes | str, lines: StatementLines | None = None, piece_lines: int = PIECE_LINES, cache: ParseCache | None = None
+) -> cst.Module:
     """``parse`` of a source Python's parser has accepted; ``lines`` (its top-level
-    statements' lines, from that parser) lets a large one be parsed in pieces."""
-    module = _parse_in_pieces(source, lines, piece_lines) if lines else None
+    statements' lines, from that parser) lets a large one be parsed in pieces, and any one
+    in the pieces of ``cache``."""
+    if cache is not None:
+        piece_lines = cache.piece_lines
+    module = _parse_in_pieces(source, lines, piece_lines, cache) if lines else None
     if module is None:
         module = cst.parse_module(source)
     if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
@@ -81,7 +99,9 @@ def _parse_checked(source: bytes | str, lines: StatementLines | None = None, pie
     return module
 
 
-def _parse_in_pieces(source: bytes | str, lines: StatementLines, piece_lines: int) -> cst.Module | None:
+def _parse_in_pieces(
+    source: bytes | str, lines: StatementLines, piece_lines: int, cache: ParseCache | None = None
+) -> cst.Module | None:
     """The module as ``cst.parse_module`` gives it, parsed in pieces cut before top-level
     statements that start on a line of their own, about ``piece_lines`` apart; None for a
     smaller source, or one whose pieces would not all be UTF-8 (a BOM or a coding cookie).
@@ -109,7 +129,13 @@ def _parse_in_pieces(source: bytes | str, lines: StatementLines, piece_lines: in
         return None
     bounds = [1, *cuts, len(rows) + 1]
     empty = source[:0]
-    pieces = [cst.parse_module(empty.join(rows[a - 1 : b - 1])) for a, b in zip(bounds, bounds[1:])]
+    texts = [empty.join(rows[a - 1 : b - 1]) for a, b in zip(bounds, bounds[1:])]
+    if cache is None:
+        pieces = [cst.parse_module(text) for text in texts]
+    else:
+        last = cache.pieces
+        pieces = [cst.parse_module(text) if last.get(text) is None else last[text] for text in texts]
+        cache.pieces = dict(zip(texts, pieces))
     body: list[cst.BaseStatement] = []
     for before, piece in zip([None, *pieces], pieces):
         statements = list(piece.body)
@@ -394,20 +420,58 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 
 
 class EditRenderer:
-    """Text edits of the fixes of one module."""
+    """Text edits of the fixes of one module.
 
-    def __init__(self, module: cst.Module, fixes: Sequence[Fix]) -> None:
+    With ``positions`` (of this module) and ``text`` (the module's code, as parsed), only the
+    top-level statements holding the fixes' nodes are rendered, each from the line its
+    rendering starts on; a rendering that is not the text it stands for, a fix that must be
+    rendered from the module, or an unknown statement, and the whole module is rendered."""
+
+    def __init__(
+        self, module: cst.Module, fixes: Sequence[Fix], positions: Positions | None = None, text: str | None = None
+    ) -> None:
         self.module = module
+        self._targets = frozenset(node for fix in fixes for node in fix.changes)
+        self.whole = not (positions is not None and text is not None and self._render_statements(positions, text))
+        if self.whole:
+            self._render_module()
+
+    def _render_module(self) -> None:
+        module = self.module
         state = _LayoutState(
-            default_indent=module.default_indent,
-            default_newline=module.default_newline,
-            targets=frozenset(node for fix in fixes for node in fix.changes),
+            default_indent=module.default_indent, default_newline=module.default_newline, targets=self._targets
         )
         module._codegen(state)
         self.code = "".join(state.tokens)
         self.spans = state.spans
         self.ancestors = state.ancestors
         self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.code)]
+        self.whole = True
+
+    def _render_statements(self, positions: Positions, text: str) -> bool:
+        starts = {}
+        for node in self._targets:
+            found = positions.statement_start(node)
+            if found is None:
+                return False
+            starts[found[0]] = found[1]
+        line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+        module = self.module
+        spans, ancestors = {}, {}
+        for statement, line in starts.items():
+            if line > len(line_starts):
+                return False
+            state = _LayoutState(
+                default_indent=module.default_indent, default_newline=module.default_newline, targets=self._targets
+            )
+            state.offset = begin = line_starts[line - 1]
+            statement._codegen(state)
+            if "".join(state.tokens) != text[begin : state.offset]:
+                return False
+            spans.update(state.spans)
+            ancestors.update((node, (module, *chain)) for node, chain in state.ancestors.items())
+        self.code, self.spans, self.ancestors, self.line_starts = text, spans, ancestors, line_starts
+        return True
 
     def edits(self, fix: Fix) -> tuple[Edit, ...]:
         """The fix as the smallest text edits of the module's code, one per changed region."""
@@ -418,6 +482,9 @@ class EditRenderer:
         # A root inside another root is rendered with it (the outer replacement wins, as when
         # the fix is applied to the tree).
         outermost = [r for r, chain in roots.items() if not any(a in roots for a in chain[: chain.index(r)])]
+        if not self.whole and self.module in outermost:
+            self._render_module()  # a fix rendered from the module: it has no statement's span
+            return self.edits(fix)
         edits = [edit for root in outermost for edit in self._render(root, fix.changes)]
         return tuple(sorted(edits, key=lambda e: (e.start, e.end)))
 
@@ -526,6 +593,7 @@ def lint_module_source(
     with_edits: bool = False,
     project: object = None,
     prescreen: bool = True,
+    parse_cache: ParseCache | None = None,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
@@ -536,13 +604,14 @@ def lint_module_source(
     Python's own parser checks the source first (TL000). The prescreen then runs only the
     rules it admits (``Rule.required_words`` and ``Rule.candidate``, on that parser's tree);
     when none is left, LibCST never parses the source. ``prescreen=False`` runs every rule
-    (the tests compare the two).
+    (the tests compare the two). ``parse_cache`` (an editor's, per document) lets the
+    parse reuse the pieces of the document's last version.
     """
     try:
         rules, waiting, lines = _prescreened(source, rules, prescreen)
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
-        module = _parse_checked(source, lines)
+        module = _parse_checked(source, lines, cache=parse_cache)
     except Exception as error:  # any parse failure is a finding, never a crash
         return SourceResult([parse_error_finding(error)], source, source)
     failures: dict[str, BaseException] = {}
@@ -626,7 +695,10 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
                 admitted, waiting = waiting, []
             rules = rules + admitted
     if with_edits:
-        findings = _with_edits(module, findings, failures)
+        unfixed = fixed_count == 0
+        findings = _with_edits(
+            module, findings, failures, positions if unfixed else None, _source_text(source, module) if unfixed else None
+        )
         if fixed_count and any(f.code in failures for f in findings):
             raise _Restart
         findings = [f for f in findings if f.code not in failures]
@@ -640,11 +712,15 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
     return SourceResult(_dedupe(findings), source, output, fixed_count)
 
 
-def _with_edits(module: cst.Module, findings: list[Finding], failures: dict[str, BaseException]) -> list[Finding]:
+def _with_edits(
+    module: cst.Module, findings: list[Finding], failures: dict[str, BaseException], positions: Positions | None, text: str | None
+) -> list[Finding]:
+    """The findings with their fixes' text edits; ``positions`` and ``text`` are the module's
+    (None: a fixed module, rendered whole)."""
     fixed = [f for f in findings if f.fix is not None]
     if not fixed:
         return findings
-    renderer = EditRenderer(module, [f.fix for f in fixed])
+    renderer = EditRenderer(module, [f.fix for f in fixed], positions, text)
     for finding in fixed:
         try:
             edits = renderer.edits(finding.fix)

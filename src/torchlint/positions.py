@@ -75,6 +75,15 @@ class Positions:
             starts[statement] = (first - before, line)
         return starts if index == len(lines) else None
 
+    def statement_start(self, node: cst.CSTNode) -> tuple[cst.CSTNode, int] | None:
+        """The top-level statement holding ``node`` and the line its rendering starts on (its
+        leading lines included), or None where they are not known."""
+        if self._starts is None:
+            return None
+        statement = self._top_statement(node)
+        start = self._starts.get(statement) if statement is not None else None
+        return None if start is None else (statement, start[0])
+
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         found = self._computed.get(node)
         if found is not None:

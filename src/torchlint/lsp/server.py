@@ -37,7 +37,7 @@ from pygls.workspace.position_codec import PositionCodec
 
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
-from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, lint_module_source
+from torchlint.engine import INVALID_FILE, FixMode, ParseCache, RuleFailure, lint_module_source
 from torchlint.rule import Applicability, Finding, Location
 from torchlint.semantic.project import ProjectIndex, ProjectView
 
@@ -259,6 +259,8 @@ class TorchlintServer(LanguageServer):
         self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
         self.safe_fix_known: dict[str, tuple[int | None, bool]] = {}  # uri -> (version, has a safe fix)
         self.shown_errors: set[str] = set()  # so a broken config is not announced on every keystroke
+        # Per document, the pieces of its last lint's parse (used under its lint lock only).
+        self.parse_caches: defaultdict[str, ParseCache] = defaultdict(ParseCache)
 
     # --- documents
 
@@ -335,7 +337,10 @@ class TorchlintServer(LanguageServer):
         project, changed = self.project_view(snapshot, settings)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return [], [], changed
-        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project)
+        result = lint_module_source(
+            snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project,
+            parse_cache=self.parse_caches[snapshot.uri],
+        )
         lines = split_lines(snapshot.text)
         diagnostics = [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
         return diagnostics, result.failures, changed
@@ -378,6 +383,7 @@ class TorchlintServer(LanguageServer):
             pending.cancel()
         self.safe_fix_known.pop(uri, None)
         self.lint_locks.pop(uri, None)
+        self.parse_caches.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         self.forget_unsaved(uri)
 

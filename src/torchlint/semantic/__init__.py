@@ -22,7 +22,7 @@ import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import libcst as cst
 from libcst.metadata import (
@@ -281,25 +281,30 @@ def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpres
     return None
 
 
+_OPENING_CHILD: dict[type, Callable[[Any], cst.CSTNode]] = {
+    cst.Call: lambda n: n.func,
+    cst.Attribute: lambda n: n.value,
+    cst.Subscript: lambda n: n.value,
+    cst.Expr: lambda n: n.value,
+    cst.BinaryOperation: lambda n: n.left,
+    cst.BooleanOperation: lambda n: n.left,
+    cst.Comparison: lambda n: n.left,
+    cst.IfExp: lambda n: n.body,
+    cst.Assign: lambda n: n.targets[0].target,
+    cst.AugAssign: lambda n: n.target,
+    cst.AnnAssign: lambda n: n.target,
+    cst.SimpleStatementLine: lambda n: n.body[0],
+}
+
+
 def _opening_child(node: cst.CSTNode) -> cst.CSTNode | None:
     """The child whose text ``node``'s text starts with (no token of its own and no
-    parenthesis before it), for the nodes the facts compare."""
-    if isinstance(node, cst.Call):
-        child = node.func
-    elif isinstance(node, (cst.Attribute, cst.Subscript, cst.Expr)):
-        child = node.value
-    elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation, cst.Comparison)):
-        child = node.left
-    elif isinstance(node, cst.IfExp):
-        child = node.body
-    elif isinstance(node, cst.Assign):
-        child = node.targets[0].target
-    elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-        child = node.target
-    elif isinstance(node, cst.SimpleStatementLine):
-        child = node.body[0]
-    else:
+    parenthesis before it), for the nodes the facts compare (these node types have no
+    subclasses: a look-up by type)."""
+    opening = _OPENING_CHILD.get(type(node))
+    if opening is None:
         return None
+    child = opening(node)
     return None if getattr(child, "lpar", None) else child
 
 
@@ -326,6 +331,7 @@ class SemanticModel:
         self.scanned: list[tuple[cst.CSTNode, bool]] = []
         self.order: dict[cst.CSTNode, int] = {}  # each node's index in a pre-order walk
         self.last_inside: dict[cst.CSTNode, int] = {}  # the index of the last node of its subtree
+        self._start_keys: dict[cst.CSTNode, float] = {}  # start_key's answers
         self.classes: dict[cst.ClassDef, ClassInfo] = {}
         self.functions: dict[str, list[cst.FunctionDef]] = {}
         self.bound_values: dict[cst.Name, cst.BaseExpression] = {}
@@ -351,6 +357,20 @@ class SemanticModel:
             handler = handlers[key]
             if handler is not None:
                 handler(node)
+
+    @cached_property
+    def _calls(self) -> list[cst.Call]:
+        return [node for node, entering in self.scanned if entering and type(node) is cst.Call]
+
+    def calls_in(self, node: cst.CSTNode | None = None) -> list[cst.Call]:
+        """The calls in ``node``'s subtree (decorators of a ``def`` included; None: the
+        module), in walk order, from the collecting pass's record: no walk of the tree."""
+        calls = self._calls
+        if node is None or node is self.module:
+            return calls
+        first, last = self.order[node], self.last_inside[node]
+        orders = self.order
+        return [c for c in calls if first <= orders[c] <= last]
 
     @cached_property
     def training(self):
@@ -613,11 +633,19 @@ class SemanticModel:
         """Where ``node`` starts. As with positions, a node that opens with a child starts
         where that child does (``model(x)`` and ``model``), and a ``def`` or ``class`` at its
         keyword, after its decorators."""
+        key = self._start_keys.get(node)
+        if key is not None:
+            return key
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return self.order[node.name] - 0.5
-        while (child := _opening_child(node)) is not None:
-            node = child
-        return self.order.get(node, -1)
+            key = self.order[node.name] - 0.5
+        else:
+            opening = node
+            while (child := _opening_child(opening)) is not None:
+                opening = child
+            key = self.order.get(opening, -1)
+        if key >= 0:  # (a node the walk has not reached yet has none)
+            self._start_keys[node] = key
+        return key
 
     def end_key(self, node: cst.CSTNode) -> float:
         """Where ``node`` ends: after every node inside it, before every node after it."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import os
 import re
 import warnings
@@ -28,6 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from torchlint.cache import sha256
 from torchlint.engine import cyclic_gc_paused
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
@@ -100,7 +100,7 @@ class ModuleSummary:
 
     @cached_property
     def digest(self) -> str:
-        return hashlib.sha256(repr(self).encode()).hexdigest()
+        return sha256(repr(self).encode()).hexdigest()
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -692,7 +692,7 @@ class ProjectIndex:
         import (their summaries), under this root."""
         import torchlint
 
-        digest = hashlib.sha256(f"{torchlint.__version__}|closure|{self.root}|".encode())
+        digest = sha256(f"{torchlint.__version__}|closure|{self.root}|".encode())
         for path in sorted(self.callers_from or self.linted):
             digest.update(f"{path}|{self.summaries[path].digest}|".encode())
         return digest.hexdigest()
@@ -735,7 +735,7 @@ class ProjectIndex:
         callers = sorted({self._digests.get(p, "") for p in self.calling_files(path)} - {own})
         if not callers:
             return own
-        return hashlib.sha256("|".join([own, *callers]).encode()).hexdigest()
+        return sha256("|".join([own, *callers]).encode()).hexdigest()
 
     # --- callers
 
@@ -830,7 +830,7 @@ class ProjectIndex:
         return (d for d in self.imports.get(path, ()) if d in self.summaries or d in self._recorded)
 
     def _digest_component(self, members: list[Path], digests: dict[Path, str]) -> None:
-        digest = hashlib.sha256()
+        digest = sha256()
         for member in sorted(members):
             digest.update(f"{member}|{self._summary_digest(member)}|".encode())
         inside = set(members)
