@@ -36,8 +36,7 @@ def cache_file() -> Path:
 
 def _load(path: Path) -> dict[str, object]:
     try:
-        with open(path, "rb") as file:
-            codes = marshal.load(file)
+        codes = marshal.loads(path.read_bytes())  # (``marshal.load`` reads a file in many small reads)
     except Exception:  # missing, unreadable, truncated or from elsewhere: compile as usual
         return {}
     if not isinstance(codes, dict):
