@@ -251,3 +251,25 @@ def test_sources_not_parsed_in_pieces() -> None:
     assert _parse_in_pieces(mixed.encode(), statement_lines(ast.parse(mixed)), 2) is None
     tabs = "if a:\n    b = 1\n" + "x = 1\n" * 5 + "if c:\n\td = 1\n"
     assert _parse_in_pieces(tabs.encode(), statement_lines(ast.parse(tabs)), 2) is None
+
+
+def test_a_rules_visitor_methods_are_those_dir_finds() -> None:
+    # ``_visitor_names`` looks at each class's own methods, not at ``dir``'s 600 names.
+    from torchlint.rule import _visitor_names, all_rules
+
+    def by_dir(cls):
+        return tuple(
+            n for n in dir(cls)
+            if n.startswith(("visit_", "leave_")) and callable(getattr(cls, n)) and not getattr(getattr(cls, n), "_is_no_op", False)
+        )
+
+    class Base(all_rules()[1]):
+        def visit_Name(self, node):
+            pass
+
+    class Derived(Base):
+        visit_Name = cst.CSTVisitor.visit_Name  # a no-op again
+
+    for cls in (*all_rules(), Base, Derived):
+        assert _visitor_names(cls) == by_dir(cls), cls
+    assert "visit_Name" in _visitor_names(Base) and "visit_Name" not in _visitor_names(Derived)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from torchlint._startup import compiled_dataclasses
+from torchlint._startup import compiled_dataclasses, gc_paused
 
-with compiled_dataclasses():  # LibCST's node classes and ours, without compiling their methods again
+with compiled_dataclasses(), gc_paused():  # LibCST's node classes and ours: see torchlint/_startup.py
     from torchlint.config import ConfigError, resolve_settings
     from torchlint.engine import FixMode
     from torchlint.rule import Rule, all_rules, rule_by_code

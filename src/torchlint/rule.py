@@ -309,13 +309,18 @@ def visits(rule: type[Rule]) -> bool:
 
 @lru_cache(maxsize=None)
 def _visitor_names(cls: type) -> tuple[str, ...]:
-    return tuple(
-        name
-        for name in dir(cls)
-        if name.startswith(("visit_", "leave_"))
-        and callable(getattr(cls, name))
-        and not getattr(getattr(cls, name), "_is_no_op", False)
-    )
+    """The ``visit_``/``leave_`` methods of ``cls`` that do something, sorted (as ``dir``)."""
+    owners: dict[str, type] = {}  # each name, with the class it is found on first
+    for klass in reversed(cls.__mro__):
+        owners.update((name, klass) for name in vars(klass) if name.startswith(("visit_", "leave_")))
+    return tuple(sorted(name for name, owner in owners.items() if _does_something(owner, name)))
+
+
+@lru_cache(maxsize=None)
+def _does_something(owner: type, name: str) -> bool:
+    # Per defining class: LibCST's visitor bases define some 600 no-op methods, shared by all rules.
+    method = getattr(owner, name)
+    return callable(method) and not getattr(method, "_is_no_op", False)
 
 
 _CODE = re.compile(r"TL\d{3}")
