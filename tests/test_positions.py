@@ -78,3 +78,52 @@ def test_only_the_statement_asked_about_is_rendered() -> None:
     positions = Positions(wrapper, statement_lines(ast.parse(source)), lambda node: last)
     assert positions[last].start.line == 100
     assert wrapper.module is module and not wrapper._metadata  # PositionProvider never resolved
+
+
+_BLOCK = '''def train_{i}(loader):
+    model = Net().cuda()
+    for x, y in loader:
+        loss = model(x).sum()
+        loss.backward()
+    torch.save(model, "m{i}.pt")
+
+
+'''
+
+
+def test_an_editors_memo_moves_the_positions_of_unchanged_statements(monkeypatch):
+    # An editor's document, edited between lints: the positions kept from the last version
+    # (moved by the lines added above) are those a fresh lint renders.
+    import torchlint.positions as positions_module
+    from torchlint.config import select_rules
+    from torchlint.engine import FixMode, ParseCache, lint_module_source
+
+    rendered = []
+
+    class Counting(PositionProvider):
+        def __init__(self) -> None:
+            super().__init__()
+            rendered.append(self)
+
+    monkeypatch.setattr(positions_module, "PositionProvider", Counting)
+    head = "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    pass\n\n\n"
+    base = head + "".join(_BLOCK.format(i=i) for i in range(20))
+    versions = [base]
+    versions.append(versions[-1].replace("class Net", "# a comment\n# and another\n\nclass Net"))  # lines above all
+    versions.append(versions[-1].replace('"m7.pt"', '"m7b.pt"'))  # one statement changed
+    versions.append(versions[-1].replace("\n\n\ndef train_3", "\n\ndef train_3"))  # a blank line removed
+    rules = select_rules(["TL201", "TL501"], [], [])
+    cache = ParseCache(piece_lines=8)
+    counts = []
+    for text in versions:
+        plain = lint_module_source(text, rules, FixMode.NONE, True)
+        rendered.clear()
+        cached = lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
+        counts.append(len(rendered))
+        assert len(cached.findings) == 40
+        assert [(f.code, f.start, f.end, f.message, f.fix) for f in cached.findings] == [
+            (f.code, f.start, f.end, f.message, f.fix) for f in plain.findings
+        ]
+    # Rendered again: the statements of a changed piece, and the first of the piece after it
+    # (it is given the blank lines that end the changed one).
+    assert counts[0] == 20 and counts[1] == 1 and 1 <= counts[2] <= 2 and 1 <= counts[3] <= 3

@@ -20,7 +20,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper
 
-from torchlint.positions import Positions, StatementLines, statement_lines
+from torchlint.positions import Positions, StatementLines, StatementMemo, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
 from torchlint.traversal import fast_walks, visit_batched
 
@@ -74,11 +74,18 @@ class ParseCache:
     document is parsed in pieces of about ``piece_lines`` lines (``_parse_in_pieces``), and
     a piece whose text is unchanged is not parsed again. Only the last parse's pieces are
     kept. Node objects are immutable and nothing keeps facts about them between lints, so a
-    piece's statements can stand in the next version's tree."""
+    piece's statements can stand in the next version's tree, and keep the positions they were
+    given and the layouts of their fixes (``positions.StatementMemo``), moved by the lines
+    added or removed above them."""
 
     def __init__(self, piece_lines: int = 40) -> None:
         self.piece_lines = piece_lines
         self.pieces: dict[bytes | str, cst.Module] = {}
+        # A piece's first statement, given the blank lines and comments before it, by the
+        # texts of the piece before and its own.
+        self.firsts: dict[tuple, cst.BaseStatement] = {}
+        self.positions = StatementMemo()  # the positions of the last lint's statements
+        self.layouts = StatementMemo()  # and their fixes' layouts (``EditRenderer``)
 
 
 def _parse_checked(
@@ -136,14 +143,23 @@ def _parse_in_pieces(
         last = cache.pieces
         pieces = [cst.parse_module(text) if last.get(text) is None else last[text] for text in texts]
         cache.pieces = dict(zip(texts, pieces))
+        last_firsts, cache.firsts = cache.firsts, {}
     body: list[cst.BaseStatement] = []
-    for before, piece in zip([None, *pieces], pieces):
+    for index, (before, piece) in enumerate(zip([None, *pieces], pieces)):
         statements = list(piece.body)
         if not statements:
             return None
         owned = [*(before.footer if before is not None else ()), *(piece.header if before is not None else ())]
         if owned:
-            statements[0] = statements[0].with_changes(leading_lines=[*owned, *statements[0].leading_lines])
+            # (With a cache, the same texts give the same node: the statements of an
+            # unchanged piece are the last version's, and so are their positions.)
+            key = (texts[index - 1] if index else None, texts[index])
+            first = last_firsts.get(key) if cache is not None else None
+            if first is None:
+                first = statements[0].with_changes(leading_lines=[*owned, *statements[0].leading_lines])
+            if cache is not None:
+                cache.firsts[key] = first
+            statements[0] = first
         body.extend(statements)
     # A newline or an indentation equal to the module's default is left implicit in the tree:
     # the pieces must agree on them (a file mixing line endings or indentations is parsed whole).
@@ -274,15 +290,18 @@ def run_rules(
     failures: dict[str, BaseException] | None = None,
     project: object = None,
     statement_lines: StatementLines | None = None,
+    position_memo: StatementMemo | None = None,
 ) -> tuple[list[Finding], Positions]:
     """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
     skipped for the rest of the traversal, its findings are dropped, and its exception is
     added to ``failures`` (by code). ``project`` is handed to the rules' semantic model as it
     is (the project index's view of this file); ``statement_lines`` (Python's parser's lines
     of the module's top-level statements, when they are those of ``module``) lets positions
-    be rendered one statement at a time. Returns the findings and the module's positions."""
+    be rendered one statement at a time, and ``position_memo`` (an editor's) those rendered for
+    the statements of the document's last version. Returns the findings and the module's
+    positions."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = RuleContext(wrapper, project, statement_lines)
+    context = RuleContext(wrapper, project, statement_lines, position_memo)
     if rules:
         visit_batched(wrapper, [rule(context) for rule in rules])
     if context.failures and failures is not None:
@@ -428,10 +447,16 @@ class EditRenderer:
     rendered from the module, or an unknown statement, and the whole module is rendered."""
 
     def __init__(
-        self, module: cst.Module, fixes: Sequence[Fix], positions: Positions | None = None, text: str | None = None
+        self,
+        module: cst.Module,
+        fixes: Sequence[Fix],
+        positions: Positions | None = None,
+        text: str | None = None,
+        memo: StatementMemo | None = None,
     ) -> None:
         self.module = module
         self._targets = frozenset(node for fix in fixes for node in fix.changes)
+        self._memo = memo
         self.whole = not (positions is not None and text is not None and self._render_statements(positions, text))
         if self.whole:
             self._render_module()
@@ -449,29 +474,51 @@ class EditRenderer:
         self.whole = True
 
     def _render_statements(self, positions: Positions, text: str) -> bool:
-        starts = {}
+        starts: dict[cst.CSTNode, int] = {}
+        targets: dict[cst.CSTNode, set] = {}
         for node in self._targets:
             found = positions.statement_start(node)
             if found is None:
                 return False
             starts[found[0]] = found[1]
+            targets.setdefault(found[0], set()).add(node)
         line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
         module = self.module
         spans, ancestors = {}, {}
         for statement, line in starts.items():
             if line > len(line_starts):
                 return False
-            state = _LayoutState(
-                default_indent=module.default_indent, default_newline=module.default_newline, targets=self._targets
-            )
-            state.offset = begin = line_starts[line - 1]
-            statement._codegen(state)
-            if "".join(state.tokens) != text[begin : state.offset]:
+            begin = line_starts[line - 1]
+            layout = self._layout(statement, frozenset(targets[statement]), begin, text)
+            if layout is None:
                 return False
-            spans.update(state.spans)
-            ancestors.update((node, (module, *chain)) for node, chain in state.ancestors.items())
+            spans.update(layout[0])
+            ancestors.update(layout[1])
         self.code, self.spans, self.ancestors, self.line_starts = text, spans, ancestors, line_starts
         return True
+
+    def _layout(self, statement: cst.CSTNode, targets: frozenset, begin: int, text: str) -> tuple[dict, dict] | None:
+        """The spans and ancestors of ``targets`` in ``statement``, rendered from ``begin`` in
+        ``text`` (or kept from the last version, moved); None when the rendering is not the
+        text it stands for."""
+        module = self.module
+        key = (statement, targets, module.default_indent, module.default_newline)
+        kept = self._memo.get(key) if self._memo is not None else None
+        if kept is not None:
+            code, start, spans, chains = kept
+            if text.startswith(code, begin):
+                moved = begin - start
+                spans = {n: (a + moved, b + moved, indent) for n, (a, b, indent) in spans.items()}
+                return spans, {node: (module, *chain) for node, chain in chains.items()}
+        state = _LayoutState(default_indent=module.default_indent, default_newline=module.default_newline, targets=targets)
+        state.offset = begin
+        statement._codegen(state)
+        code = "".join(state.tokens)
+        if code != text[begin : state.offset]:
+            return None
+        if self._memo is not None:
+            self._memo.keep(key, (code, begin, state.spans, state.ancestors))
+        return state.spans, {node: (module, *chain) for node, chain in state.ancestors.items()}
 
     def edits(self, fix: Fix) -> tuple[Edit, ...]:
         """The fix as the smallest text edits of the module's code, one per changed region."""
@@ -620,12 +667,16 @@ def lint_module_source(
             result = _lint_module(
                 source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
                 [r for r in waiting if r.code not in failures], project, lines,
+                parse_cache,
             )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
         except _Restart:
             continue  # without the rule that failed after other fixes were applied
         result.failures = [RuleFailure.from_exception(code, error) for code, error in sorted(failures.items())]
+        if parse_cache is not None:
+            parse_cache.positions.next_lint()
+            parse_cache.layouts.next_lint()
         return result
 
 
@@ -661,15 +712,16 @@ def _source_text(source: bytes | str, module: cst.Module) -> str:
         return module.code
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache) -> SourceResult:
     suppressions = find_suppressions(_source_text(source, module))
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
     for pass_number in range(MAX_FIX_PASSES + 1):
         known = len(failures)
-        # (Python's parser's lines are those of the source, not of a fixed module.)
-        findings, positions = run_rules(module, rules, failures, project, lines if pass_number == 0 else None)
+        first = pass_number == 0  # (Python's parser's lines and the cache are the source's)
+        memo = cache.positions if first and cache is not None else None
+        findings, positions = run_rules(module, rules, failures, project, lines if first else None, memo)
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]
@@ -697,7 +749,8 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
     if with_edits:
         unfixed = fixed_count == 0
         findings = _with_edits(
-            module, findings, failures, positions if unfixed else None, _source_text(source, module) if unfixed else None
+            module, findings, failures, positions if unfixed else None, _source_text(source, module) if unfixed else None,
+            cache.layouts if unfixed and cache is not None else None,
         )
         if fixed_count and any(f.code in failures for f in findings):
             raise _Restart
@@ -713,14 +766,19 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
 
 
 def _with_edits(
-    module: cst.Module, findings: list[Finding], failures: dict[str, BaseException], positions: Positions | None, text: str | None
+    module: cst.Module,
+    findings: list[Finding],
+    failures: dict[str, BaseException],
+    positions: Positions | None,
+    text: str | None,
+    memo: StatementMemo | None = None,
 ) -> list[Finding]:
     """The findings with their fixes' text edits; ``positions`` and ``text`` are the module's
-    (None: a fixed module, rendered whole)."""
+    (None: a fixed module, rendered whole), ``memo`` an editor's layouts of the last version."""
     fixed = [f for f in findings if f.fix is not None]
     if not fixed:
         return findings
-    renderer = EditRenderer(module, [f.fix for f in fixed], positions, text)
+    renderer = EditRenderer(module, [f.fix for f in fixed], positions, text, memo)
     for finding in fixed:
         try:
             edits = renderer.edits(finding.fix)

@@ -19,7 +19,7 @@ import ast
 from typing import Callable, Sequence
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 # Per top-level ``ast`` statement: the line of its first token; for a decorated definition,
@@ -37,6 +37,32 @@ def statement_lines(tree: ast.Module) -> list[tuple[int, int, int]]:
     return lines
 
 
+class StatementMemo:
+    """What was rendered for top-level statements in one lint, for the next lint of the same
+    document (an editor's), whose unchanged statements are the same node objects
+    (``engine.ParseCache``): a statement found here need not be rendered again. Only what the
+    last lint used is kept."""
+
+    def __init__(self) -> None:
+        self._last: dict = {}
+        self._used: dict = {}
+
+    def get(self, key):
+        found = self._last.get(key)
+        if found is not None:
+            self._used[key] = found
+        return found
+
+    def keep(self, key, value) -> None:
+        self._used[key] = value
+
+    def next_lint(self) -> None:
+        self._last, self._used = self._used, {}
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
 class Positions:
     """``positions[node]``: the node's ``CodeRange`` as LibCST's ``PositionProvider`` gives it.
 
@@ -48,6 +74,7 @@ class Positions:
         wrapper: MetadataWrapper,
         lines: StatementLines | None,
         top_statement: Callable[[cst.CSTNode], cst.CSTNode | None],
+        memo: StatementMemo | None = None,
     ) -> None:
         self._wrapper = wrapper
         self.module = wrapper.module
@@ -56,6 +83,8 @@ class Positions:
         self._full: object | None = None
         self._starts = self._statement_starts(wrapper.module, lines) if lines is not None else None
         self._rendered: set[cst.CSTNode] = set()
+        self._memo = memo
+        self._moved: dict[cst.CSTNode, tuple[dict, int]] = {}  # statement -> (positions, lines moved)
 
     @staticmethod
     def _statement_starts(module: cst.Module, lines: StatementLines) -> dict | None:
@@ -94,6 +123,10 @@ class Positions:
                 found = self._computed.get(node)
                 if found is not None:
                     return found
+            moved = self._moved.get(statement) if statement is not None else None
+            if moved is not None and node in moved[0]:
+                found = self._computed[node] = _moved(moved[0][node], moved[1])
+                return found
         if self._full is None:
             self._full = self._wrapper.resolve(PositionProvider)
         return self._full[node]
@@ -102,6 +135,14 @@ class Positions:
         start = self._starts.get(statement)
         if start is None:
             return False
+        key = (statement, self.module.default_indent, self.module.default_newline)
+        kept = self._memo.get(key) if self._memo is not None else None
+        if kept is not None:
+            first, line, computed = kept
+            if line - first == start[1] - start[0]:  # its own start as far below its leading lines
+                self._moved[statement] = (computed, start[0] - first)
+                self._rendered.add(statement)
+                return True
         provider = PositionProvider()
         state = PositionProvidingCodegenState(
             default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=provider
@@ -113,4 +154,13 @@ class Positions:
             self._starts = None  # the lines do not match this tree: render the whole module
             return False
         self._computed.update(provider._computed)
+        if self._memo is not None:
+            self._memo.keep(key, (start[0], start[1], provider._computed))
         return True
+
+
+def _moved(position: CodeRange, lines: int) -> CodeRange:
+    if not lines:
+        return position
+    start, end = position.start, position.end
+    return CodeRange(CodePosition(start.line + lines, start.column), CodePosition(end.line + lines, end.column))

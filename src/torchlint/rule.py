@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from torchlint.positions import Positions, StatementLines
+from torchlint.positions import StatementMemo, Positions, StatementLines
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -83,9 +83,14 @@ class RuleContext:
     first use, once per file, and shared by every rule."""
 
     def __init__(
-        self, wrapper: MetadataWrapper, project: object = None, statement_lines: StatementLines | None = None
+        self,
+        wrapper: MetadataWrapper,
+        project: object = None,
+        statement_lines: StatementLines | None = None,
+        position_memo: StatementMemo | None = None,
     ) -> None:
         self.wrapper = wrapper
+        self.position_memo = position_memo  # an editor's positions of the document's last version
         self.module = wrapper.module
         self.project = project  # what the semantic layer knows of the file's project, opaque here
         self.statement_lines = statement_lines  # Python's parser's lines of the top-level statements
@@ -103,7 +108,7 @@ class RuleContext:
     @cached_property
     def positions(self) -> Positions:
         """Node positions, rendered per top-level statement (``positions.py``)."""
-        return Positions(self.wrapper, self.statement_lines, self._top_statement)
+        return Positions(self.wrapper, self.statement_lines, self._top_statement, self.position_memo)
 
     def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
         # The semantic model's parents, when some rule has already built it.

@@ -17,6 +17,7 @@ Precision comes first: a name whose value is not known has no kind, and rules st
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import enum
 from collections import defaultdict
@@ -362,15 +363,18 @@ class SemanticModel:
     def _calls(self) -> list[cst.Call]:
         return [node for node, entering in self.scanned if entering and type(node) is cst.Call]
 
+    @cached_property
+    def _call_orders(self) -> list[int]:
+        return [self.order[c] for c in self._calls]
+
     def calls_in(self, node: cst.CSTNode | None = None) -> list[cst.Call]:
         """The calls in ``node``'s subtree (decorators of a ``def`` included; None: the
         module), in walk order, from the collecting pass's record: no walk of the tree."""
         calls = self._calls
         if node is None or node is self.module:
             return calls
-        first, last = self.order[node], self.last_inside[node]
-        orders = self.order
-        return [c for c in calls if first <= orders[c] <= last]
+        orders = self._call_orders  # increasing: the calls are in walk order
+        return calls[bisect.bisect_left(orders, self.order[node]) : bisect.bisect_right(orders, self.last_inside[node])]
 
     @cached_property
     def training(self):
