@@ -5,6 +5,7 @@ It knows nothing about PyTorch: rules and the semantic model bring that.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import dataclasses
 import functools
@@ -641,6 +642,7 @@ def lint_module_source(
     project: object = None,
     prescreen: bool = True,
     parse_cache: ParseCache | None = None,
+    tree: ast.Module | None = None,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
@@ -652,10 +654,12 @@ def lint_module_source(
     rules it admits (``Rule.required_words`` and ``Rule.candidate``, on that parser's tree);
     when none is left, LibCST never parses the source. ``prescreen=False`` runs every rule
     (the tests compare the two). ``parse_cache`` (an editor's, per document) lets the
-    parse reuse the pieces of the document's last version.
+    parse reuse the pieces of the document's last version; ``tree`` is the source's ``ast``
+    tree, when the caller has parsed it for itself.
     """
     try:
-        rules, waiting, lines = _prescreened(source, rules, prescreen)
+        rules, waiting, lines = _prescreened(source, rules, prescreen, tree)
+        del tree
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
         module = _parse_checked(source, lines, cache=parse_cache)
@@ -681,13 +685,14 @@ def lint_module_source(
 
 
 def _prescreened(
-    source: bytes | str, rules: Sequence[type[Rule]], prescreen: bool = True
+    source: bytes | str, rules: Sequence[type[Rule]], prescreen: bool = True, tree: ast.Module | None = None
 ) -> tuple[list[type[Rule]], list[type[Rule]], list[tuple[int, int, int]]]:
     """The rules the prescreen admits for the source and those it holds back (``prescreen``
     False: all admitted, after the syntax check), and the lines of the source's top-level
     statements (``positions.statement_lines``). The ``ast`` tree is dropped on return: it
     is a fifth of the size of LibCST's and is not needed while LibCST's is held."""
-    tree = syntax_tree(source)
+    if tree is None:
+        tree = syntax_tree(source)
     lines = statement_lines(tree)
     if not prescreen:
         return list(rules), [], lines

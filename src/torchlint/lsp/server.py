@@ -38,7 +38,7 @@ from pygls.workspace.position_codec import PositionCodec
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
 from torchlint.engine import INVALID_FILE, FixMode, ParseCache, RuleFailure, lint_module_source
-from torchlint.rule import Applicability, Finding, Location
+from torchlint.rule import Applicability, Finding, Location, syntax_tree
 from torchlint.semantic.project import ProjectIndex, ProjectView
 
 SOURCE = "torchlint"
@@ -105,13 +105,13 @@ class ProjectIndexes:
         except OSError:
             return None
 
-    def update(self, root: Path, path: Path, text: str) -> tuple[ProjectView | None, bool]:
-        """Summarise the document's text into its root's index: what its lint sees of the
-        project, and whether its summary changed."""
+    def update(self, root: Path, path: Path, text: str, tree=None) -> tuple[ProjectView | None, bool]:
+        """Summarise the document's text (``tree``: its ``ast`` tree, if parsed) into its
+        root's index: what its lint sees of the project, and whether its summary changed."""
         with self._lock:
             index = self._indexes.setdefault(root, ProjectIndex(root))
             before = index.summaries.get(path)
-            index.update(path, text, self._read)
+            index.update(path, text, self._read, tree)
             changed = index.summaries.get(path) != before
             # The lint runs in its own thread while other documents update the index: it gets
             # a copy of the tables (the summaries themselves never change).
@@ -334,21 +334,25 @@ class TorchlintServer(LanguageServer):
         """The document's diagnostics, the rules that failed on it, and whether its summary in
         the project index changed; runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
-        project, changed = self.project_view(snapshot, settings)
+        try:  # parsed once, for the project index's summary and for the lint
+            tree = syntax_tree(snapshot.text)
+        except Exception:  # the lint reports what is wrong
+            tree = None
+        project, changed = self.project_view(snapshot, settings, tree)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return [], [], changed
         result = lint_module_source(
             snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project,
-            parse_cache=self.parse_caches[snapshot.uri],
+            parse_cache=self.parse_caches[snapshot.uri], tree=tree,
         )
         lines = split_lines(snapshot.text)
         diagnostics = [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
         return diagnostics, result.failures, changed
 
-    def project_view(self, snapshot: Snapshot, settings: Settings) -> tuple[ProjectView | None, bool]:
+    def project_view(self, snapshot: Snapshot, settings: Settings, tree=None) -> tuple[ProjectView | None, bool]:
         if snapshot.path is None or snapshot.path.suffix not in PYTHON_SUFFIXES:
             return None, False
-        return self.projects.update(self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text)
+        return self.projects.update(self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text, tree)
 
     def lint_dependents(self, path: Path | None) -> None:
         """Lint again the open documents whose lint depends on ``path`` (they import it, or it

@@ -107,12 +107,14 @@ class ModuleSummary:
 
 
 @cyclic_gc_paused  # as while a file is linted: the tree is no garbage
-def summarize(source: bytes | str) -> ModuleSummary | None:
-    """The summary of one module's source; None when it does not parse."""
+def summarize(source: bytes | str, tree: ast.Module | None = None) -> ModuleSummary | None:
+    """The summary of one module's source (``tree``: its ``ast`` tree, when the caller has
+    parsed it); None when it does not parse."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source)
         # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
         return _Summarizer(tree).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -840,12 +842,18 @@ class ProjectIndex:
         for member in members:
             digests[member] = digest.hexdigest()
 
-    def update(self, path: Path, source: bytes | str, read: Callable[[Path], bytes | str | None] | None = None) -> None:
-        """Summarise ``path`` from ``source`` (an editor's unsaved text) and add the files it
-        imports that are not indexed yet."""
+    def update(
+        self,
+        path: Path,
+        source: bytes | str,
+        read: Callable[[Path], bytes | str | None] | None = None,
+        tree: ast.Module | None = None,
+    ) -> None:
+        """Summarise ``path`` from ``source`` (an editor's unsaved text; ``tree``, its ``ast``
+        tree if parsed already) and add the files it imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
         self._digests = self._folders = self._callers = None
-        summary = summarize(source)
+        summary = summarize(source, tree)
         if summary is None:
             self.summaries.pop(path, None)
             self.imports.pop(path, None)
