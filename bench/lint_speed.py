@@ -26,6 +26,7 @@ import platform
 import pstats
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,24 +119,26 @@ def torch_folders(given: Path | None) -> list[Path]:
 
 def build_jobs(args, scratch: Path) -> list[Job]:
     torch_files = _with_marker(f for d in torch_folders(args.torch) for f in d.rglob("*.py"))
-    jobs = [_job("torch nn+optim+utils/data", _sample(torch_files, args.torch_files))]
+    repeat = args.repeat
+    jobs = [_job("torch nn+optim+utils/data", _sample(torch_files, args.torch_files), repeat=repeat)]
     if args.ecosystem is not None:
         if not args.ecosystem.is_dir():
             raise BenchError(f"--ecosystem {args.ecosystem}: not a folder")
         scripts = _sample(_with_marker(args.ecosystem.rglob("*.py")), args.ecosystem_files)
         notebooks = _sample(sorted(args.ecosystem.rglob("*.ipynb")), args.ecosystem_files)
-        jobs.append(_job("ecosystem .py", scripts))
+        jobs.append(_job("ecosystem .py", scripts, repeat=repeat))
         if notebooks:
-            jobs.append(_job("ecosystem .ipynb", notebooks, tools=("torchlint", "ruff"), note="TorchFix reads no notebooks"))
+            jobs.append(_job("ecosystem .ipynb", notebooks, tools=("torchlint", "ruff"), note="TorchFix reads no notebooks",
+                             repeat=repeat))
     jobs.append(_job("one file, fresh process", [SINGLE_FILE], repeat=args.repeat_single))
     for size in args.sizes:
         path = scratch / f"train_{size}.py"
         path.write_text(generate(size))
         if size > TORCHFIX_MAX_GENERATED_LINES:
             jobs.append(_job(f"generated {size:,} lines", [path], tools=("torchlint", "ruff"),
-                             note=f"not run above {TORCHFIX_MAX_GENERATED_LINES:,} lines"))
+                             note=f"not run above {TORCHFIX_MAX_GENERATED_LINES:,} lines", repeat=repeat))
         else:
-            jobs.append(_job(f"generated {size:,} lines", [path]))
+            jobs.append(_job(f"generated {size:,} lines", [path], repeat=repeat))
     return jobs
 
 
@@ -199,6 +202,9 @@ class JobResult:
     lines: int
     note: str
     runs: dict[str, Run] = field(default_factory=dict)
+    # TorchFix CPU / tool CPU: the median of the repetitions' ratios, each of runs made one
+    # right after the other (the machine's speed drifts between repetitions).
+    ratios: dict[str, float] = field(default_factory=dict)
 
 
 def measure(jobs: list[Job], executables: dict[str, Path], cwd: Path) -> list[JobResult]:
@@ -213,6 +219,11 @@ def measure(jobs: list[Job], executables: dict[str, Path], cwd: Path) -> list[Jo
                 progress(f"{job.name}: {tool} {done.cpu_s:.2f} CPU-s, {done.wall_s:.2f} s wall, "
                          f"peak {done.peak_mb:.0f} MB, {done.findings} findings")
         result.runs = {tool: median_run(r) for tool, r in runs.items()}
+        if "torchfix" in runs:
+            result.ratios = {
+                tool: statistics.median(f.cpu_s / max(t.cpu_s, 1e-9) for f, t in zip(runs["torchfix"], r))
+                for tool, r in runs.items() if tool != "torchfix"
+            }
         results.append(result)
     return results
 
@@ -255,10 +266,6 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b > 0 else "-"
-
-
 def markdown(report: dict) -> str:
     out = [
         f"Machine: {report['machine']}; load average {report['load_start']} at the start, {report['load_end']} at the end.",
@@ -271,7 +278,7 @@ def markdown(report: dict) -> str:
         torchfix = job["runs"].get("torchfix")
         for tool, r in job["runs"].items():
             rate = f"{job['lines'] / r['cpu_s']:,.0f}" if r["cpu_s"] > 0 else "-"
-            ratio = _ratio(torchfix["cpu_s"], r["cpu_s"]) if torchfix and tool != "torchfix" else ""
+            ratio = f"{job['ratios'][tool]:.2f}x" if tool in job.get("ratios", {}) else ""
             flag = "" if r["returncode"] == 0 else f" (exit {r['returncode']})"
             out.append(f"| {job['job']} | {job['files']} | {job['lines']:,} | {tool}{flag} | {r['cpu_s']:.2f} | "
                        f"{r['wall_s']:.2f} | {rate} | {r['peak_mb']:.0f} | {r['findings']} | {ratio} |")
@@ -390,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ecosystem-files", type=int, default=0, metavar="N",
                         help="lint at most N .py files and N notebooks of it, evenly spaced (default 0: all)")
     parser.add_argument("--sizes", default="1000,10000,100000", help="lines of the generated training files (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="R",
+                        help="runs of each tool on each job but the one-file job, interleaved; the medians count")
     parser.add_argument("--repeat-single", type=int, default=5, metavar="R", help="runs of the one-file job; the median counts")
     parser.add_argument("--no-cache-job", action="store_true", help="skip measuring torchlint's cache")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
@@ -401,8 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
         parser.error("--sizes takes numbers separated by commas")
-    if args.repeat_single < 1 or args.ecosystem_files < 0 or args.torch_files < 0:
-        parser.error("--repeat-single must be at least 1, --torch-files and --ecosystem-files at least 0")
+    if args.repeat < 1 or args.repeat_single < 1 or args.ecosystem_files < 0 or args.torch_files < 0:
+        parser.error("--repeat and --repeat-single must be at least 1, --torch-files and --ecosystem-files at least 0")
     try:
         if args.profile:
             profile(args.profile, args.top)
