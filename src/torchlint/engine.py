@@ -9,7 +9,6 @@ import ast
 import bisect
 import dataclasses
 import functools
-import gc
 import io
 import os
 import re
@@ -21,6 +20,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper
 
+from torchlint._startup import gc_paused
 from torchlint.positions import Positions, StatementLines, StatementMemo, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
 from torchlint.traversal import fast_walks, visit_batched
@@ -484,7 +484,6 @@ class EditRenderer:
             starts[found[0]] = found[1]
             targets.setdefault(found[0], set()).add(node)
         line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
-        module = self.module
         spans, ancestors = {}, {}
         for statement, line in starts.items():
             if line > len(line_starts):
@@ -606,13 +605,8 @@ def cyclic_gc_paused(function):
 
     @functools.wraps(function)
     def paused(*args, **kwargs):
-        if not gc.isenabled():
+        with gc_paused():
             return function(*args, **kwargs)
-        gc.disable()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            gc.enable()
 
     return paused
 
