@@ -205,11 +205,16 @@ def test_a_parse_cache_reuses_the_unchanged_pieces_of_the_next_version() -> None
         whole = _parse_checked(text)
         assert module.code == text and module.deep_equals(whole)
         trees.append(module)
+        cache.next_lint()  # as a lint does
     assert len(cache.pieces) > 5
-    # (A piece's first statement is a copy given the blank lines before it, its body is not.)
     reused = [a.body is b.body for a, b in zip(trees[0].body, trees[1].body)]
     assert reused.count(False) == 2 and not reused[8]  # the piece of f7 (pieces of 10 lines: two functions)
     assert all(a.body is b.body for a, b in zip(trees[1].body, trees[2].body))
+    # The statements themselves: the changed piece's two, and the first of the piece after it
+    # (given the blank lines that end the changed one), are new nodes; the others are the same.
+    same = [a is b for a, b in zip(trees[0].body, trees[1].body)]
+    assert same.count(False) == 3 and not same[8]
+    assert all(a is b for a, b in zip(trees[1].body, trees[2].body))
 
 
 def test_a_parse_cache_in_lint_gives_the_same_findings() -> None:

@@ -21,7 +21,7 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper
 
 from torchlint._startup import gc_paused
-from torchlint.positions import Positions, StatementLines, StatementMemo, statement_lines
+from torchlint.positions import LintMemo, Positions, StatementLines, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
 from torchlint.traversal import fast_walks, visit_batched
 
@@ -76,17 +76,21 @@ class ParseCache:
     a piece whose text is unchanged is not parsed again. Only the last parse's pieces are
     kept. Node objects are immutable and nothing keeps facts about them between lints, so a
     piece's statements can stand in the next version's tree, and keep the positions they were
-    given and the layouts of their fixes (``positions.StatementMemo``), moved by the lines
-    added or removed above them."""
+    given and the layouts of their fixes, moved by the lines added or removed above them.
+    Each is a ``positions.LintMemo``: what a lint does not use is dropped after it."""
 
     def __init__(self, piece_lines: int = 40) -> None:
         self.piece_lines = piece_lines
-        self.pieces: dict[bytes | str, cst.Module] = {}
+        self.pieces = LintMemo()  # parsed pieces, by their text
         # A piece's first statement, given the blank lines and comments before it, by the
         # texts of the piece before and its own.
-        self.firsts: dict[tuple, cst.BaseStatement] = {}
-        self.positions = StatementMemo()  # the positions of the last lint's statements
-        self.layouts = StatementMemo()  # and their fixes' layouts (``EditRenderer``)
+        self.firsts = LintMemo()
+        self.positions = LintMemo()  # the positions rendered for statements
+        self.layouts = LintMemo()  # and their fixes' layouts (``EditRenderer``)
+
+    def next_lint(self) -> None:
+        for memo in (self.pieces, self.firsts, self.positions, self.layouts):
+            memo.next_lint()
 
 
 def _parse_checked(
@@ -141,10 +145,7 @@ def _parse_in_pieces(
     if cache is None:
         pieces = [cst.parse_module(text) for text in texts]
     else:
-        last = cache.pieces
-        pieces = [cst.parse_module(text) if last.get(text) is None else last[text] for text in texts]
-        cache.pieces = dict(zip(texts, pieces))
-        last_firsts, cache.firsts = cache.firsts, {}
+        pieces = [cache.pieces.setdefault(text, functools.partial(cst.parse_module, text)) for text in texts]
     body: list[cst.BaseStatement] = []
     for index, (before, piece) in enumerate(zip([None, *pieces], pieces)):
         statements = list(piece.body)
@@ -154,13 +155,9 @@ def _parse_in_pieces(
         if owned:
             # (With a cache, the same texts give the same node: the statements of an
             # unchanged piece are the last version's, and so are their positions.)
+            given = functools.partial(statements[0].with_changes, leading_lines=[*owned, *statements[0].leading_lines])
             key = (texts[index - 1] if index else None, texts[index])
-            first = last_firsts.get(key) if cache is not None else None
-            if first is None:
-                first = statements[0].with_changes(leading_lines=[*owned, *statements[0].leading_lines])
-            if cache is not None:
-                cache.firsts[key] = first
-            statements[0] = first
+            statements[0] = given() if cache is None else cache.firsts.setdefault(key, given)
         body.extend(statements)
     # A newline or an indentation equal to the module's default is left implicit in the tree:
     # the pieces must agree on them (a file mixing line endings or indentations is parsed whole).
@@ -291,7 +288,7 @@ def run_rules(
     failures: dict[str, BaseException] | None = None,
     project: object = None,
     statement_lines: StatementLines | None = None,
-    position_memo: StatementMemo | None = None,
+    position_memo: LintMemo | None = None,
 ) -> tuple[list[Finding], Positions]:
     """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
     skipped for the rest of the traversal, its findings are dropped, and its exception is
@@ -453,7 +450,7 @@ class EditRenderer:
         fixes: Sequence[Fix],
         positions: Positions | None = None,
         text: str | None = None,
-        memo: StatementMemo | None = None,
+        memo: LintMemo | None = None,
     ) -> None:
         self.module = module
         self._targets = frozenset(node for fix in fixes for node in fix.changes)
@@ -652,8 +649,15 @@ def lint_module_source(
     tree, when the caller has parsed it for itself.
     """
     try:
+        return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree)
+    finally:
+        if parse_cache is not None:
+            parse_cache.next_lint()  # what this lint did not use is dropped
+
+
+def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree) -> SourceResult:
+    try:
         rules, waiting, lines = _prescreened(source, rules, prescreen, tree)
-        del tree
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
         module = _parse_checked(source, lines, cache=parse_cache)
@@ -672,9 +676,6 @@ def lint_module_source(
         except _Restart:
             continue  # without the rule that failed after other fixes were applied
         result.failures = [RuleFailure.from_exception(code, error) for code, error in sorted(failures.items())]
-        if parse_cache is not None:
-            parse_cache.positions.next_lint()
-            parse_cache.layouts.next_lint()
         return result
 
 
@@ -712,7 +713,8 @@ def _source_text(source: bytes | str, module: cst.Module) -> str:
 
 
 def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache) -> SourceResult:
-    suppressions = find_suppressions(_source_text(source, module))
+    text = _source_text(source, module)
+    suppressions = find_suppressions(text)
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
@@ -748,7 +750,7 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
     if with_edits:
         unfixed = fixed_count == 0
         findings = _with_edits(
-            module, findings, failures, positions if unfixed else None, _source_text(source, module) if unfixed else None,
+            module, findings, failures, positions if unfixed else None, text if unfixed else None,
             cache.layouts if unfixed and cache is not None else None,
         )
         if fixed_count and any(f.code in failures for f in findings):
@@ -770,7 +772,7 @@ def _with_edits(
     failures: dict[str, BaseException],
     positions: Positions | None,
     text: str | None,
-    memo: StatementMemo | None = None,
+    memo: LintMemo | None = None,
 ) -> list[Finding]:
     """The findings with their fixes' text edits; ``positions`` and ``text`` are the module's
     (None: a fixed module, rendered whole), ``memo`` an editor's layouts of the last version."""

@@ -8,7 +8,7 @@ at the line Python's own parser gave that statement (``statement_lines``, read o
 the line the parser gave it; if it does not (or the lines are unknown, or the node's
 statement cannot be found), every answer comes from LibCST's ``PositionProvider``. The
 positions are LibCST's own either way (``tests/test_positions.py`` compares them on every
-fixture). In an editor, a ``StatementMemo`` carries the positions of a document's statements
+fixture). In an editor, a ``LintMemo`` carries the positions of a document's statements
 to the lint of its next version, which takes them, moved, for the statements left unchanged.
 
 It knows nothing about PyTorch.
@@ -38,27 +38,41 @@ def statement_lines(tree: ast.Module) -> list[tuple[int, int, int]]:
     return lines
 
 
-class StatementMemo:
-    """What was rendered for top-level statements in one lint, for the next lint of the same
-    document (an editor's), whose unchanged statements are the same node objects
-    (``engine.ParseCache``): a statement found here need not be rendered again. Only what the
-    last lint used is kept."""
+class LintMemo:
+    """What one lint of a document made, by key, for the next lint of the same document (an
+    editor's): ``engine.ParseCache`` keeps the parsed pieces and statements in them, so that a
+    statement left unchanged is the same node object in the next version, and what was
+    rendered for it. An entry the next lint does not use is dropped after it
+    (``next_lint``)."""
 
     def __init__(self) -> None:
         self._last: dict = {}
         self._used: dict = {}
 
     def get(self, key):
-        found = self._last.get(key)
-        if found is not None:
-            self._used[key] = found
+        found = self._used.get(key)
+        if found is None:
+            found = self._last.get(key)
+            if found is not None:
+                self._used[key] = found
         return found
 
     def keep(self, key, value) -> None:
         self._used[key] = value
 
+    def setdefault(self, key, make: Callable[[], object]):
+        """The entry of ``key``, made (and kept) if there is none."""
+        found = self.get(key)
+        if found is None:
+            found = make()
+            self.keep(key, found)
+        return found
+
     def next_lint(self) -> None:
         self._last, self._used = self._used, {}
+
+    def __len__(self) -> int:
+        return len(self._last.keys() | self._used.keys())
 
 
 class Positions:
@@ -72,7 +86,7 @@ class Positions:
         wrapper: MetadataWrapper,
         lines: StatementLines | None,
         top_statement: Callable[[cst.CSTNode], cst.CSTNode | None],
-        memo: StatementMemo | None = None,
+        memo: LintMemo | None = None,
     ) -> None:
         self._wrapper = wrapper
         self.module = wrapper.module

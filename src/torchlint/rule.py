@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from torchlint.positions import StatementMemo, Positions, StatementLines
+from torchlint.positions import LintMemo, Positions, StatementLines
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -87,7 +87,7 @@ class RuleContext:
         wrapper: MetadataWrapper,
         project: object = None,
         statement_lines: StatementLines | None = None,
-        position_memo: StatementMemo | None = None,
+        position_memo: LintMemo | None = None,
     ) -> None:
         self.wrapper = wrapper
         self.position_memo = position_memo  # an editor's positions of the document's last version

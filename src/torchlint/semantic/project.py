@@ -20,7 +20,6 @@ import ast
 import builtins
 import os
 import re
-import warnings
 from collections import ChainMap, deque
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 
 from torchlint.cache import sha256
 from torchlint.engine import cyclic_gc_paused
+from torchlint.rule import syntax_tree
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
 MAX_IMPORT_DEPTH = 6
@@ -112,9 +112,7 @@ def summarize(source: bytes | str, tree: ast.Module | None = None) -> ModuleSumm
     parsed it); None when it does not parse."""
     try:
         if tree is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(source)
+            tree = syntax_tree(source)  # the lint's own syntax check, warnings silenced
         # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
         return _Summarizer(tree).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
