@@ -256,11 +256,10 @@ def test_a_lazy_index_reads_imported_files_only_when_asked(tmp_path):
     assert set(lazy.summaries) == {train}
     assert lazy.view(train).class_kind("models.Net") is Kind.MODULE  # through blocks.py, read now
     assert set(lazy.summaries) == {train, tmp_path / "models.py", tmp_path / "blocks.py"}
-    # The cache's digest covers every imported file, as the eager index's does.
+    # Its closure, when asked for, is the eager index's.
     fresh = build_index([train], tmp_path, lazy=True)
     eager = build_index([train], tmp_path)
-    assert fresh.digest(train) == eager.digest(train) == lazy.digest(train)
-    assert fresh.dependencies(train) == eager.dependencies(train)
+    assert fresh.dependencies(train) == eager.dependencies(train) == [tmp_path / "blocks.py", tmp_path / "models.py"]
 
 
 def test_a_file_too_deep_to_summarise_is_linted_without_a_summary(tmp_path):
@@ -300,23 +299,21 @@ def test_index_update_replaces_a_summary(tmp_path):
     _tree(tmp_path, {"models.py": "class Net:\n    pass\n", "main.py": "from models import Net\n"})
     index = build_index([tmp_path / "main.py"], tmp_path)
     assert index.view(tmp_path / "main.py").call_kind("models.Net") is None
-    before = index.digest(tmp_path / "main.py")
     index.update(tmp_path / "models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
     assert index.view(tmp_path / "main.py").call_kind("models.Net") is Kind.MODULE
-    assert index.digest(tmp_path / "main.py") != before
     assert isinstance(index, ProjectIndex)
 
 
-def test_digest_covers_files_imported_indirectly_and_through_cycles(tmp_path):
-    _tree(tmp_path, {"a.py": "import b\n", "b.py": "import c\nimport a\n", "c.py": "X = 1\n", "d.py": "import a\n"})
-    index = build_index([tmp_path / "a.py", tmp_path / "d.py"], tmp_path)
-    before = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
-    assert before["a.py"] == before["b.py"] != before["c.py"]  # a and b import each other
-    index.update(tmp_path / "c.py", "class C:\n    pass\n")
-    after = {name: index.digest(tmp_path / name) for name in ("a.py", "b.py", "c.py", "d.py")}
-    assert all(after[name] != before[name] for name in before)
-    index.update(tmp_path / "d.py", "import a\n\n\ndef f():\n    pass\n")
-    assert index.digest(tmp_path / "a.py") == after["a.py"]  # nothing a imports changed
+def test_cached_result_follows_a_change_two_imports_away_through_a_cycle(tmp_path):
+    os.chdir(tmp_path)
+    (tmp_path / "base.py").write_text("import torch.nn as nn\nimport models\n\n\nclass Base(nn.Module):\n    pass\n")
+    (tmp_path / "models.py").write_text("import base\n\n\nclass Net(base.Base):\n    pass\n")
+    (tmp_path / "train.py").write_text("import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n")
+    args = ("check", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
+    assert "train.py:5:12: TL501" in run(*args).output
+    assert "train.py:5:12: TL501" in run(*args).output  # from the cache
+    (tmp_path / "base.py").write_text("import models\n\n\nclass Base:\n    pass\n")
+    assert "TL501" not in run(*args).output
 
 
 def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
@@ -338,38 +335,67 @@ def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
 # --- the cached closure of a lazy index --------------------------------------------------
 
 
-def _resolutions(monkeypatch) -> list[int]:
-    """Counts the import resolutions of lazy indexes' closures."""
+def _summarised(monkeypatch, tmp_path) -> list[str]:
+    """The names of the files summarised (not taken from the summary cache), in order."""
     from torchlint.semantic import project
 
-    calls = [0]
-    original = project._Builder.add_imports
+    names: list[str] = []
+    original = project.summarize_file_source
 
-    def counting(self, paths, follow=True):
-        calls[0] += 1
-        return original(self, paths, follow)
+    def summarizing(source, suffix):
+        names.extend(p.name for p in sorted(tmp_path.glob("*.py")) if p.read_bytes() == source)
+        return original(source, suffix)
 
-    monkeypatch.setattr(project._Builder, "add_imports", counting)
-    return calls
+    monkeypatch.setattr(project, "summarize_file_source", summarizing)
+    return names
 
 
-def test_the_closure_is_taken_from_the_cache_while_nothing_changes(tmp_path, monkeypatch):
+def test_a_cached_run_reads_only_the_files_its_questions_reach(tmp_path, monkeypatch):
+    """The cache keeps the questions a lint asked of other files and their answers, not a
+    digest of every file the linted ones import: a file no question reaches is never read,
+    and a change to it leaves the cached result as it is."""
     os.chdir(tmp_path)
-    (tmp_path / "blocks.py").write_text("import torch.nn as nn\n\n\nclass Block(nn.Module):\n    pass\n")
+    (tmp_path / "blocks.py").write_text("import torch.nn as nn\nimport heavy\n\n\nclass Block(nn.Module):\n    pass\n")
+    (tmp_path / "heavy.py").write_text("import torch\n\n\ndef helper():\n    return torch.zeros(1)\n")
     (tmp_path / "models.py").write_text("from blocks import Block\n\n\nclass Net(Block):\n    pass\n")
     (tmp_path / "train.py").write_text("import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n")
     args = ("check", "--select", "TL501", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
-    calls = _resolutions(monkeypatch)
+    read = _summarised(monkeypatch, tmp_path)
     assert "train.py:5:12: TL501" in run(*args).output
-    cold = calls[0]
+    assert sorted(read) == ["blocks.py", "models.py", "train.py"]
+    (tmp_path / "heavy.py").write_text("import torch\n\n\ndef helper(x):\n    return torch.ones(1)\n")
     assert "train.py:5:12: TL501" in run(*args).output
-    assert calls[0] - cold < cold  # the closure was not resolved again
-    # A file deeper in the closure changes, keeping its size and its modification time.
+    assert "heavy.py" not in read
+    # A file a question reaches changes, keeping its size and its modification time: its
+    # content is read again, and the answer has changed.
     blocks = tmp_path / "blocks.py"
     stat = blocks.stat()
-    blocks.write_text("import torch.nn as nn\n\n\nclass Block(object   ):\n    pass\n")
+    blocks.write_text("import torch.nn as nn\nimport heavy\n\n\nclass Block(object   ):\n    pass\n")
     os.utime(blocks, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert "TL501" not in run(*args).output
+
+
+def test_a_cached_result_asks_its_questions_again(tmp_path, monkeypatch):
+    """The entry holds the questions and their answers; an entry whose answer no longer holds
+    is linted again, and one from a run without an index is not used by a run with one."""
+    from torchlint import cache
+    from torchlint.semantic.project import AskedView, answers_hold
+
+    _tree(tmp_path, {
+        "models.py": "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n",
+        "train.py": "import torch\n\nfrom models import Net\n\ntorch.save(Net(), 'm.pt')\n",
+    })
+    train = tmp_path / "train.py"
+    index = build_index([train], tmp_path, lazy=True)
+    asked = AskedView(index.view(train))
+    assert asked.call_kind("models.Net") is Kind.MODULE and asked.call_kind("models.Other") is None
+    assert asked.asked == {("call_kind", "models.Net"): Kind.MODULE, ("call_kind", "models.Other"): None}
+    assert answers_hold(index.view(train), asked.asked)
+    (tmp_path / "models.py").write_text("class Net:\n    pass\n")
+    assert not answers_hold(build_index([train], tmp_path, lazy=True).view(train), asked.asked)
+    assert answers_hold(None, {}) and not answers_hold(None, asked.asked)
+    assert not answers_hold(index.view(train), {("symbol", "models.Net"): None})  # only the known questions
+    assert cache.Entry([], {}) == cache.Entry([], {})
 
 
 def test_a_new_file_that_an_import_now_reaches_is_seen(tmp_path):

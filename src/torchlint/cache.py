@@ -5,6 +5,7 @@ configuration (or in the current directory)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -21,9 +22,18 @@ def sha256(data: bytes = b""):
     return hashlib.sha256(data)
 
 
+@dataclass
+class Entry:
+    """A file's findings, and what its lint asked of the rest of the project with the answers
+    (the questions are opaque here: ``semantic.project.AskedView``)."""
+
+    findings: list[Finding]
+    asked: dict[tuple, object]
+
+
 def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: str, depends: str = "") -> str:
-    """The key of a file's findings; ``depends`` names what they depend on beyond the file (the
-    digest of the summaries of the project files it imports)."""
+    """The key of a file's findings; ``depends`` names what else they depend on, as far as it
+    is known before linting."""
     digest = sha256()
     digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
     digest.update(source)

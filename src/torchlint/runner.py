@@ -59,11 +59,15 @@ def _unreadable(path: str, error: OSError) -> FileReport:
     return FileReport(path, [finding])
 
 
-def lint_source(source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None) -> SourceResult:
+def lint_source(
+    source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None, view=None
+) -> SourceResult:
     """Lint one file's bytes under the settings that apply to ``path``; ``project`` is the
-    project index (semantic/project.py), or None."""
+    project index (semantic/project.py), or None; ``view``, the file's view of it when the
+    caller has one."""
     rules = settings.rules_for(path)
-    view = project.view(path) if project is not None else None
+    if view is None and project is not None:
+        view = project.view(path)
     if path is not None and path.suffix == ".ipynb":
         from torchlint.notebook import lint_notebook
 
@@ -77,15 +81,21 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
         source = path.read_bytes()
     except OSError as error:
         return _unreadable(shown, error)
-    key = None
+    key = view = None
     if options.use_cache and options.fix_mode == FixMode.NONE and not options.diff:
-        # The findings depend on the other project files this one imports: their summaries' digest.
-        depends = project.digest(path) if project is not None else ""
-        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, depends)
+        # The findings depend on the file, the settings, and what the other project files
+        # answer to the questions its lint asks (``AskedView``): a cached result holds while
+        # they answer the same, however many files the answers come from.
+        from torchlint.semantic.project import AskedView, answers_hold
+
+        view = project.view(path) if project is not None else None
+        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, "project" if view is not None else "")
         cached = cache.load(settings.root, key)
-        if cached is not None:
-            return FileReport(shown, cached)
-    result = lint_source(source, path, settings, options, project)
+        if isinstance(cached, cache.Entry) and answers_hold(view, cached.asked):
+            return FileReport(shown, cached.findings)
+        if view is not None:
+            view = AskedView(view)
+    result = lint_source(source, path, settings, options, project, view)
     report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
     report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
     if result.fixed_source != source:
@@ -101,7 +111,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
                 report.errors.append(RunError(shown, f"cannot write the fixed file: {error.strerror or error}"))
                 _unfixed(report, source, path, settings, options, project)
     elif key is not None and not result.failures:
-        cache.store(settings.root, key, result.findings)
+        cache.store(settings.root, key, cache.Entry(result.findings, view.asked if view is not None else {}))
     return report
 
 
@@ -172,6 +182,5 @@ def _build_project(files: Sequence[Path], settings: Settings, options: RunOption
     from torchlint.semantic.project import build_index, cached_summarize
 
     summaries = cached_summarize(settings.root) if options.use_cache else None
-    # Lazy: the imported files are summarised when a question reaches them (all of them only
-    # for the cache keys' digests).
+    # Lazy: the imported files are summarised when a question reaches them.
     return build_index(files, settings.root, summaries, lazy=True, cache_root=settings.root if options.use_cache else None)

@@ -19,7 +19,7 @@ of CUDA-only files.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -115,9 +115,10 @@ class DeviceFacts:
         self.self_device_set: dict[cst.ClassDef, cst.CSTNode] = {}  # `self.device = ...` in __init__
         self.early_exits: dict[cst.FunctionDef | None, list[cst.CSTNode]] = defaultdict(list)
         self.script_exits: list[cst.CSTNode] = []  # the raising or exiting ones among them
-        # How often each target (`device`, `self.device`) is assigned in each function (None:
-        # the module), to tell a single hardcoded choice from a default that is overridden.
-        self.assignment_counts: Counter[tuple[cst.FunctionDef | None, str]] = Counter()
+        # The values assigned to each target (`device`, `self.device`) in each function (None:
+        # the module), to tell a single hardcoded choice from a default that is overridden
+        # (counted, and so rendered, only when asked).
+        self.assigned_values: defaultdict[tuple[cst.FunctionDef | None, str], list[cst.BaseExpression | None]] = defaultdict(list)
         # Functions (None: the module) that run `exec(...)`, as nanoGPT's configurator does
         # to override the defaults assigned above it.
         self.executing: set[cst.FunctionDef | None] = set()
@@ -380,7 +381,16 @@ class DeviceFacts:
         """Whether the variable assigned at ``target`` is assigned again in the same function
         (``device = "cuda"`` then ``if not torch.cuda.is_available(): device = "cpu"``)."""
         owner = self.model.enclosing_function(target)
-        return self.assignment_counts[(owner, self.code(target))] > 1 or owner in self.executing
+        return self._assigned_more_than_once(owner, self.code(target)) or owner in self.executing
+
+    def _assigned_more_than_once(self, owner: cst.FunctionDef | None, target_code: str) -> bool:
+        count = 0
+        for value in self.assigned_values.get((owner, target_code), ()):
+            if value is None or target_code not in self.code(value):  # not `device = torch.device(device)`
+                count += 1
+                if count > 1:
+                    return True
+        return False
 
 
 class _Collector:
@@ -451,9 +461,7 @@ class _Collector:
             for element in target.elements:
                 self._target(element.value, None)
             return
-        target_code = facts.code(target)
-        if value is None or target_code not in facts.code(value):  # not `device = torch.device(device)`
-            facts.assignment_counts[(function, target_code)] += 1
+        facts.assigned_values[(function, facts.code(target))].append(value)
         if isinstance(target, cst.Name):
             if DEVICE_NAME.match(target.value) or (value is not None and facts.is_device_value(value)):
                 facts.device_names.add(target.value)

@@ -399,6 +399,21 @@ class EvaluationFacts:
     def _backward_set(self) -> set[cst.Call]:
         return set(self._backward_calls)
 
+    @cached_property
+    def _backward_starts(self) -> list[float]:
+        return [self._start(b) for b in self._backward_calls]
+
+    def _backward_calls_in(self, region: cst.CSTNode | None) -> list[cst.Call]:
+        """The backward calls inside ``region`` (None: the module), in source order: those
+        starting within it, found by bisection (a call starting inside a statement is in it)."""
+        calls = self._backward_calls
+        if region is None:
+            return calls
+        starts = self._backward_starts
+        low = bisect.bisect_left(starts, self._start(region))
+        high = bisect.bisect_right(starts, self._end(region))
+        return [b for b in calls[low:high] if self._inside(b, region)]
+
     def _function_trains(self, function: cst.FunctionDef) -> bool:
         if function not in self._trains:
             self._trains[function] = False  # recursion: assume not, until shown
@@ -408,7 +423,26 @@ class EvaluationFacts:
         return self._trains[function]
 
     def _with_nested(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
-        return [f for f in self.functions if function in self._enclosing_functions(f)]
+        """The function and the functions defined in it, at any depth, in ``functions``' order."""
+        found, stack = [], [function]
+        while stack:
+            current = stack.pop()
+            found.append(current)
+            stack.extend(self._nested_functions.get(current, ()))
+        return sorted(found, key=self._function_index.__getitem__)
+
+    @cached_property
+    def _nested_functions(self) -> dict[cst.FunctionDef, list[cst.FunctionDef]]:
+        nested: dict[cst.FunctionDef, list[cst.FunctionDef]] = defaultdict(list)
+        for f in self.functions:
+            parent = self.function_of.get(f)
+            if parent is not None:
+                nested[parent].append(f)
+        return nested
+
+    @cached_property
+    def _function_index(self) -> dict[cst.FunctionDef, int]:
+        return {f: i for i, f in enumerate(self.functions)}
 
     def _training_points(self, function: cst.FunctionDef | None) -> list[cst.Call]:
         """Calls in a function's own body that train, in source order."""
@@ -1016,7 +1050,7 @@ class EvaluationFacts:
                     return False
         if self._framework_owned(function):
             return False
-        return not (self._function_trains(function) or any(self._inside(b, function) for b in self._backward_calls))
+        return not (self._function_trains(function) or self._backward_calls_in(function))
 
     def _helper_scopes(self, scopes: list[EvalScope], regions: list[cst.CSTNode]) -> list[EvalScope]:
         """Helpers (decoders, samplers) called only from evaluation code that runs no model
@@ -1031,7 +1065,7 @@ class EvaluationFacts:
             if any(self._inside(site, s.node) for site in sites for s in scopes) or self._function_trains(function):
                 continue
             forwards = self._forwards(function, function)
-            if forwards and not any(self._inside(b, function) for b in self._backward_calls):
+            if forwards and not self._backward_calls_in(function):
                 found.append(EvalScope("function", function, function, forwards, core=False))
         return found
 
@@ -1115,6 +1149,8 @@ class EvaluationFacts:
     def _after_load(self, call: cst.Call, loads, function) -> bool:
         """Inference after loading weights: the module's weights are loaded earlier in the same
         function, and nothing trains there after the load."""
+        if not loads:
+            return False
         text = _code(called_module(call))
         for load, target in loads:
             if self._start(load) < self._start(call) and (text == target or text.startswith(target + ".")):
@@ -1124,7 +1160,11 @@ class EvaluationFacts:
     def _after_eval_switch(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
         """Inference after an explicit ``model.eval()`` of the same module earlier in the same
         function (the last mode change before the call), with nothing training after it there."""
-        before = [e for e in self._mode_events(function) if e.position < self._start(call)]
+        events = self._mode_events(function)
+        if not any(e.mode == EVAL for e in events):
+            return False
+        # (the events are in source order: those before the call are a prefix)
+        before = events[: bisect.bisect_left([e.position for e in events], self._start(call))]
         if not before or not before[-1].explicit or before[-1].mode != EVAL:
             return False
         switched = before[-1].node.func
@@ -1184,7 +1224,7 @@ class EvaluationFacts:
         def later(node: cst.CSTNode) -> bool:
             return self._start(node) > self._start(call) or any(self._inside(node, loop) for loop in loops)
 
-        backwards = [b for b in self._backward_calls if self.function_of[b] is function and (later(b) or self._inside(call, b))]
+        backwards = [b for b in self._backward_calls_in(function) if self.function_of[b] is function and (later(b) or self._inside(call, b))]
         if not backwards:
             return False
         if any(self._inside(call, b) for b in backwards):

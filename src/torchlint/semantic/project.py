@@ -22,11 +22,9 @@ import os
 import re
 from collections import ChainMap, deque
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from torchlint.cache import sha256
 from torchlint.engine import cyclic_gc_paused
 from torchlint.rule import syntax_tree
 
@@ -97,10 +95,6 @@ class ModuleSummary:
     calls: tuple[CallSite, ...] = ()
     # Names of possible project functions used other than by calling them (a callback).
     references: tuple[str, ...] = ()
-
-    @cached_property
-    def digest(self) -> str:
-        return sha256(repr(self).encode()).hexdigest()
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -611,7 +605,6 @@ class ProjectIndex:
     summaries: dict[Path, ModuleSummary] = field(default_factory=dict)
     imports: dict[Path, tuple[Path, ...]] = field(default_factory=dict)
     _roots: dict[Path, tuple[Path, ...]] = field(default_factory=dict, repr=False)
-    _digests: dict[Path, str] | None = field(default=None, repr=False)
     # The summarised files and the folders holding them, as strings, for resolving names.
     _files: set[str] = field(default_factory=set, repr=False)
     _folders: set[str] | None = field(default=None, repr=False)
@@ -619,10 +612,8 @@ class ProjectIndex:
     # the functions some file passes around by name; built on first use.
     _callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] | None = field(default=None, repr=False)
     _referenced: set[tuple[Path, str]] | None = field(default=None, repr=False)
-    _calling_files: dict[Path, set[Path]] = field(default_factory=dict, repr=False)
     # A lazy index (a command-line run) summarises the files the linted ones import only when
-    # a question reaches them, and all of them (as far as the bounds go) only when the cache
-    # needs their digests. ``cache_root``: where summaries are cached, if anywhere.
+    # a question reaches them. ``cache_root``: where summaries are cached, if anywhere.
     lazy: bool = False
     cache_root: Path | None = None
     linted: tuple[Path, ...] = ()
@@ -634,9 +625,6 @@ class ProjectIndex:
     _loaded: dict[Path, ModuleSummary | None] = field(default_factory=dict, repr=False)
     _exists: dict[str, bool] = field(default_factory=dict, repr=False)
     _is_dir: dict[str, bool] = field(default_factory=dict, repr=False)
-    # The closure's files taken from the cache's record and not summarised in this run:
-    # their summaries' digests.
-    _recorded: dict[Path, str] = field(default_factory=dict, repr=False)
 
     def summary(self, path: Path) -> ModuleSummary | None:
         """The summary of an indexed file; in a lazy index, of any project file, read when
@@ -659,47 +647,12 @@ class ProjectIndex:
         return cached_summarize(self.cache_root) if self.cache_root is not None else summarize_file_source
 
     def _close(self) -> None:
-        """Summarise every file the linted ones import, directly or not (within the bounds):
-        what the digests of the cache keys cover. With a cache, the closure of the last run
-        over the same files is taken from it when nothing it was built from changed
-        (``_ClosureRecord``)."""
+        """Summarise every file the linted ones import, directly or not (within the bounds)."""
         if self.lazy and not self._closed:
             self._closed = True
-            record_key = self._closure_key() if self.cache_root is not None else None
-            if record_key is not None:
-                from torchlint import cache as result_cache
-
-                record = result_cache.load(self.cache_root, record_key)
-                if isinstance(record, _ClosureRecord) and record.holds():
-                    for path, (digest, imports) in record.files.items():
-                        self.imports[path] = imports
-                        if path not in self.summaries:
-                            self._recorded[path] = digest
-                    self._digests = None
-                    return
-            cache = cached_summarize(self.cache_root) if self.cache_root is not None else None
-            builder = _Builder(self, _read_file, cache)
+            builder = _Builder(self, _read_file, cached_summarize(self.cache_root) if self.cache_root is not None else None)
             builder.add_imports(self.linted)
             builder.add_imports(sorted(self.callers_from - set(self.linted)), follow=False)  # the files beside them
-            self._digests = None
-            if record_key is not None:
-                record = _ClosureRecord.of(self, builder)
-                if record is not None:
-                    result_cache.store(self.cache_root, record_key, record)
-
-    def _closure_key(self) -> str:
-        """What the closure grows from: the linted files and those beside them, and what they
-        import (their summaries), under this root."""
-        import torchlint
-
-        digest = sha256(f"{torchlint.__version__}|closure|{self.root}|".encode())
-        for path in sorted(self.callers_from or self.linted):
-            digest.update(f"{path}|{self.summaries[path].digest}|".encode())
-        return digest.hexdigest()
-
-    def _summary_digest(self, path: Path) -> str:
-        summary = self.summaries.get(path)
-        return summary.digest if summary is not None else self._recorded[path]
 
     def view(self, path: Path | None) -> ProjectView | None:
         if path is None:
@@ -723,20 +676,6 @@ class ProjectIndex:
         seen.discard(path)
         return sorted(seen)
 
-    def digest(self, path: Path) -> str:
-        """What a file's lint depends on in other files: the summaries of the files it
-        imports, directly or not, and where they are; and the same of every file that calls
-        or passes around one of its functions (what holds at those calls)."""
-        self._close()
-        if self._digests is None:
-            self._digests = self._component_digests()
-        path = Path(os.path.abspath(path))
-        own = self._digests.get(path, "")
-        callers = sorted({self._digests.get(p, "") for p in self.calling_files(path)} - {own})
-        if not callers:
-            return own
-        return sha256("|".join([own, *callers]).encode()).hexdigest()
-
     # --- callers
 
     def callers(self, path: Path, name: str) -> list[tuple[Path, CallSite]]:
@@ -749,17 +688,11 @@ class ProjectIndex:
         self._link_callers()
         return (path, name) in self._referenced
 
-    def calling_files(self, path: Path) -> set[Path]:
-        """The other files that call or pass around a function of ``path``."""
-        self._link_callers()
-        return self._calling_files.get(path, set())
-
     def _link_callers(self) -> None:
         if self._callers is not None:
             return
         callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] = {}
         referenced: set[tuple[Path, str]] = set()
-        calling: dict[Path, set[Path]] = {}
         sources = self.summaries if self.callers_from is None else self.callers_from
         for path in sorted(sources):
             summary = self.summaries[path]
@@ -776,69 +709,14 @@ class ProjectIndex:
                 key = function(call.target)
                 if key is not None:
                     callers.setdefault(key, []).append((path, call))
-                    if key[0] != path:
-                        calling.setdefault(key[0], set()).add(path)
             for name in summary.references:
                 key = function(name)
                 if key is not None:
                     referenced.add(key)
-                    if key[0] != path:
-                        calling.setdefault(key[0], set()).add(path)
-        self._callers, self._referenced, self._calling_files = callers, referenced, calling
-
-    def _component_digests(self) -> dict[Path, str]:
-        """Per file, a digest of the summaries of every file it reaches through imports: one
-        per strongly connected component of the import graph (files that import each other
-        share it), over its members and the digests of the components it imports (Tarjan's
-        algorithm yields those first). Linear in the graph."""
-        number: dict[Path, int] = {}
-        low: dict[Path, int] = {}
-        stack: list[Path] = []
-        on_stack: set[Path] = set()
-        digests: dict[Path, str] = {}
-        for start in [*self.summaries, *(p for p in self._recorded if p not in self.summaries)]:
-            if start in number:
-                continue
-            number[start] = low[start] = len(number)
-            stack.append(start)
-            on_stack.add(start)
-            work = [(start, self._imported(start))]
-            while work:
-                node, children = work[-1]
-                for child in children:
-                    if child not in number:
-                        number[child] = low[child] = len(number)
-                        stack.append(child)
-                        on_stack.add(child)
-                        work.append((child, self._imported(child)))
-                        break
-                    if child in on_stack:
-                        low[node] = min(low[node], number[child])
-                else:
-                    work.pop()
-                    if work:
-                        low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                    if low[node] == number[node]:
-                        members = []
-                        while not members or members[-1] != node:
-                            members.append(stack.pop())
-                            on_stack.discard(members[-1])
-                        self._digest_component(members, digests)
-        return digests
+        self._callers, self._referenced = callers, referenced
 
     def _imported(self, path: Path) -> Iterator[Path]:
-        return (d for d in self.imports.get(path, ()) if d in self.summaries or d in self._recorded)
-
-    def _digest_component(self, members: list[Path], digests: dict[Path, str]) -> None:
-        digest = sha256()
-        for member in sorted(members):
-            digest.update(f"{member}|{self._summary_digest(member)}|".encode())
-        inside = set(members)
-        imported = {digests[d] for m in members for d in self._imported(m) if d not in inside}
-        for child in sorted(imported):
-            digest.update(child.encode())
-        for member in members:
-            digests[member] = digest.hexdigest()
+        return (d for d in self.imports.get(path, ()) if d in self.summaries)
 
     def update(
         self,
@@ -850,7 +728,7 @@ class ProjectIndex:
         """Summarise ``path`` from ``source`` (an editor's unsaved text; ``tree``, its ``ast``
         tree if parsed already) and add the files it imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
-        self._digests = self._folders = self._callers = None
+        self._folders = self._callers = None
         summary = summarize(source, tree)
         if summary is None:
             self.summaries.pop(path, None)
@@ -884,51 +762,6 @@ class ProjectIndex:
         if path not in self._is_dir:
             self._is_dir[path] = os.path.isdir(path)
         return self._is_dir[path]
-
-
-def _stat(path: str) -> tuple[int, int, int, int] | None:
-    """What changes when a file or folder changes: a write, or an entry added or removed."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-@dataclass
-class _ClosureRecord:
-    """A lazy index's closure as the cache keeps it: per file, its summary's digest and the
-    files its imports resolved to, and everything the resolution read from the disk (each
-    file's and each of their folders' stat, every existence test and its answer). It holds
-    while all of those are as they were; resolving the closure again (over two thousand
-    files for torch's sources) is then skipped. A stat is what ruff's and mypy's caches
-    trust; the file's content is not hashed again."""
-
-    files: dict[Path, tuple[str, tuple[Path, ...]]]
-    stats: dict[str, tuple[int, int, int, int] | None]
-    probes: dict[str, bool]
-    folder_probes: dict[str, bool]
-
-    @classmethod
-    def of(cls, index: ProjectIndex, builder: _Builder) -> _ClosureRecord | None:
-        files = {path: (summary.digest, index.imports.get(path, ())) for path, summary in index.summaries.items()}
-        stats: dict[str, tuple[int, int, int, int] | None] = {}
-        for path in files:
-            stats[str(path)] = _stat(str(path))
-            for folder in path.parents:  # an __init__.py added or removed changes where imports lead
-                if str(folder) in stats:
-                    break
-                stats[str(folder)] = _stat(str(folder))
-        if any(stats[str(path)] is None for path in files):
-            return None
-        return cls(files, stats, dict(builder._files), dict(builder._dirs))
-
-    def holds(self) -> bool:
-        return (
-            all(_stat(path) == stat for path, stat in self.stats.items())
-            and all(os.path.isfile(path) == found for path, found in self.probes.items())
-            and all(os.path.isdir(path) == found for path, found in self.folder_probes.items())
-        )
 
 
 def _read_file(path: Path) -> bytes | None:
@@ -1419,6 +1252,53 @@ class ProjectView:
                 kind = ProjectView(self.index, path).call_kind(built)
             kinds.append(kind)
         return kinds
+
+
+# What the semantic model asks a ProjectView: every fact of other files a lint can depend on.
+QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "callers_hold", "argument_kinds")
+
+
+class AskedView:
+    """A ``ProjectView`` that keeps each question a lint asks it, with the answer, for the
+    result cache: a file's cached findings stay good while its source, its settings and the
+    answers to the same questions are unchanged (``answers_hold``). What the other files hold
+    reaches a lint only through these questions, so the cache need not know which files (or
+    how many: an import closure can be thousands) the answers came from."""
+
+    def __init__(self, view: ProjectView) -> None:
+        self._view = view
+        self.asked: dict[tuple, object] = {}
+
+    def _ask(self, question: str, *args):
+        key = (question, *args)
+        if key not in self.asked:
+            self.asked[key] = getattr(self._view, question)(*args)
+        return self.asked[key]
+
+    def call_kind(self, qname: str):
+        return self._ask("call_kind", qname)
+
+    def class_kind(self, qname: str):
+        return self._ask("class_kind", qname)
+
+    def mode_layers(self, qname: str) -> bool | None:
+        return self._ask("mode_layers", qname)
+
+    def mode_effect(self, qname: str) -> str | None:
+        return self._ask("mode_effect", qname)
+
+    def callers_hold(self, name: str, fact: str) -> bool | None:
+        return self._ask("callers_hold", name, fact)
+
+    def argument_kinds(self, name: str, position: int, param: str) -> list | None:
+        return self._ask("argument_kinds", name, position, param)
+
+
+def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
+    """Whether ``view`` answers each question as it was answered (a cached result's)."""
+    if view is None:
+        return not asked
+    return all(question in QUESTIONS and getattr(view, question)(*args) == answer for (question, *args), answer in asked.items())
 
 
 def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSummary | None:
