@@ -65,6 +65,24 @@ def test_project_reports_exactly_the_marked_rows(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", CASES)
+def test_project_reports_the_marked_rows_from_the_cache_too(case, tmp_path, monkeypatch):
+    """A cold run filling the cache and a warm run reading it report what a run without it
+    does; then every file's source is touched (a new line at its end), and again."""
+    project = _copy(case, tmp_path / case)
+    monkeypatch.chdir(project)
+    args = ("check", "--select", "ALL", "--output-format", "concise", "--exit-zero", "-j", "1", ".")
+    expected = _expected(project)
+    assert _reported(run(*args).output, project) == expected
+    assert _reported(run(*args).output, project) == expected
+    assert any((project / ".torchlint_cache").rglob("??*"))
+    for path in sorted(project.rglob("*.py")):
+        if ".torchlint_cache" not in path.parts:
+            path.write_text(path.read_text() + "\n")
+    assert _reported(run(*args).output, project) == expected
+    assert _reported(run(*args).output, project) == expected
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_project_fixes_give_the_expected_output(case, tmp_path):
     project = _copy(case, tmp_path / case)
     run("check", "--no-cache", "--select", "ALL", "--fix", "--unsafe-fixes", "--exit-zero", "-j", "1", str(project))

@@ -1295,10 +1295,14 @@ class AskedView:
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
-    """Whether ``view`` answers each question as it was answered (a cached result's)."""
+    """Whether ``view`` answers each question as it was answered (a cached result's). A
+    question that fails does not hold: the lint asks it again, and reports the failure."""
     if view is None:
         return not asked
-    return all(question in QUESTIONS and getattr(view, question)(*args) == answer for (question, *args), answer in asked.items())
+    try:
+        return all(question in QUESTIONS and getattr(view, question)(*args) == answer for (question, *args), answer in asked.items())
+    except Exception:
+        return False
 
 
 def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSummary | None:
