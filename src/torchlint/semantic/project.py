@@ -803,7 +803,7 @@ class _Builder:
         """Summarise the files that may import ``paths`` by plain or package imports: those
         in their folders and the folders above, up to the project root, whose text imports
         the module by name (so may call its functions). Their own imports are
-        linked to the index, not followed."""
+        linked to an eager index, not followed."""
         wanted: dict[Path, set[bytes]] = {}  # folder -> the module names its files may import
         for path in paths:
             names = _module_names(path)
@@ -829,7 +829,8 @@ class _Builder:
                 if summary is not None:
                     self.index.summaries[sibling] = summary
                     added.append(sibling)
-        self.add_imports(added, follow=False)
+        if not self.index.lazy:  # (a lazy index links them only when its closure is asked for)
+            self.add_imports(added, follow=False)
 
     def _listing(self, folder: Path) -> list[Path]:
         """The Python files and notebooks in ``folder`` (a symlink loop or an unreadable
