@@ -350,7 +350,7 @@ def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
     assert "train.ipynb:cell 3:1:12: TL501" in result.output
 
 
-# --- the cached closure of a lazy index --------------------------------------------------
+# --- the result cache: what a lint asked of other files -----------------------------------
 
 
 def _summarised(monkeypatch, tmp_path) -> list[str]:
