@@ -10,7 +10,7 @@ import pytest
 
 from rule_fixtures import cases
 from torchlint.config import select_rules
-from torchlint.engine import EditRenderer, FixMode, _apply, apply_fixes, lint_module_source, render_edits, run_rules
+from torchlint.engine import EditRenderer, FixMode, _apply, _ApplyChanges, apply_fixes, lint_module_source, render_edits, run_rules
 from torchlint.positions import statement_lines
 from torchlint.rule import Edit, Fix, syntax_tree
 
@@ -41,6 +41,30 @@ def test_each_fix_as_edits_equals_the_fix_applied_to_the_tree(case):
         edits = renderer.edits(fix)
         assert edits, f"{fix.message}: no edits"
         assert apply_edits(module.code, edits) == _apply(module, [fix]).code
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)
+def test_fixes_applied_along_their_paths_equal_libcsts_whole_walk(case):
+    """``_apply`` rebuilds only the nodes above the changed ones: the same tree as LibCST's
+    transformer walking (and copying) the whole module, each fix alone and all at once."""
+    module = cst.parse_module(case.path.read_bytes())
+    findings, _ = run_rules(module, select_rules([case.code], [], []))
+    fixes = [f.fix for f in findings if f.fix is not None]
+    assert fixes
+    for group in [[fix] for fix in fixes] + [fixes]:
+        changes = {node: new for fix in group for node, new in fix.changes.items()}
+        whole = module.visit(_ApplyChanges(changes))
+        pruned = _apply(module, group)
+        assert pruned.code == whole.code and pruned.deep_equals(whole)
+
+
+def test_fixes_applied_along_their_paths_keep_the_rest_of_the_tree():
+    module = cst.parse_module("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    target = module.body[1].body.body[0].body[0].value
+    fixed = _apply(module, [Fix("two", {target: cst.Integer("3")})])
+    assert fixed.code.endswith("return 3\n")
+    assert fixed.body[0] is module.body[0]  # not walked into, not copied
+    assert fixed.body[1] is not module.body[1]
 
 
 @pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)

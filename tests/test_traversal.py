@@ -283,3 +283,41 @@ def test_libcsts_batched_walk_of_module_only_visitors_stops_at_the_module() -> N
         calls.clear()
         MetadataWrapper(module, unsafe_skip_copy=True).visit_batched([Names()])
         assert calls == ["module", "x", "f", "a", "end"]
+
+
+def test_visitor_classes_defined_in_functions_share_their_tables():
+    """A visitor class defined inside a function is a new class object at each call: the
+    walk's tables are kept by where it is defined, so they do not grow with every lint (an
+    editor lints for hours)."""
+    import libcst as cst
+
+    from torchlint import traversal
+
+    def names(expr: cst.CSTNode) -> list[str]:
+        found = []
+
+        class Names(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                found.append(node.value)
+
+        with traversal.fast_walks():
+            expr.visit(Names())
+        return found
+
+    def calls(expr: cst.CSTNode) -> list[str]:
+        found = []
+
+        class Names(cst.CSTVisitor):  # the same name, defined elsewhere: tables of its own
+            def visit_Call_func(self, node: cst.Call) -> None:
+                found.append("call")
+
+        with traversal.fast_walks():
+            expr.visit(Names())
+        return found
+
+    expr = cst.parse_expression("f(a, b.c)")
+    assert names(expr) == ["f", "a", "b", "c"] and calls(expr) == ["call"]
+    sizes = len(traversal._SKIPPED), len(traversal._HOOKED_TYPES)
+    for _ in range(5):
+        assert names(expr) == ["f", "a", "b", "c"] and calls(expr) == ["call"]
+    assert (len(traversal._SKIPPED), len(traversal._HOOKED_TYPES)) == sizes

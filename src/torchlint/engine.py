@@ -320,12 +320,44 @@ class FixError(Exception):
 
 
 class _ApplyChanges(cst.CSTTransformer):
-    def __init__(self, changes: Mapping[cst.CSTNode, object]) -> None:
+    """Replaces each node of ``changes`` (a node, ``RemoveFromParent()`` or a
+    ``FlattenSentinel``), LibCST handling what a removal or a flattening means where the node
+    stands. With ``paths`` (every node above a changed one), only the nodes on those paths are
+    rebuilt: LibCST copies each node it walks into, and a node it is told not to walk into is
+    kept as it is, children and all (the same tree, without copying the whole module)."""
+
+    def __init__(self, changes: Mapping[cst.CSTNode, object], paths: frozenset | None = None) -> None:
         super().__init__()
         self.changes = changes
+        self.paths = paths
+
+    def on_visit(self, node) -> bool:  # type: ignore[override]
+        # (Below a changed node nothing matters: its replacement wins, as in a full walk.)
+        return self.paths is None or (node in self.paths and node not in self.changes)
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         return self.changes.get(original_node, updated_node)
+
+
+class _Ancestors(cst.CSTVisitor):
+    """Every node above the ``targets`` in a tree (one read-only walk)."""
+
+    def __init__(self, targets: frozenset) -> None:
+        super().__init__()
+        self.targets = targets
+        self.stack: list[cst.CSTNode] = []
+        self.found: set[cst.CSTNode] = set()
+        self.reached: set[cst.CSTNode] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self.targets:
+            self.found.update(self.stack)
+            self.reached.add(node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
 
 
 def _span(positions: Positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -338,13 +370,36 @@ def _overlaps(a, b) -> bool:
 
 
 def _apply(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
-    return module.visit(_ApplyChanges({node: new for fix in fixes for node, new in fix.changes.items()}))
+    changes = {node: new for fix in fixes for node, new in fix.changes.items()}
+    targets = frozenset(changes)
+    with fast_walks():
+        ancestors = _Ancestors(targets)
+        module.visit(ancestors)
+    # A changed node the walk did not reach (not in this tree) is left to LibCST's full walk.
+    paths = frozenset(ancestors.found) if ancestors.reached == targets else None
+    return module.visit(_ApplyChanges(changes, paths))
+
+
+@dataclass
+class _Applied:
+    module: cst.Module
+    count: int  # fixes applied
+    code: str | None = None  # the module's code (None: no fix applied)
+    tree: ast.Module | None = None  # and its ``ast`` tree (Python's parser accepted it)
 
 
 def apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) -> tuple[cst.Module, int]:
     """Apply the fixes that do not overlap an earlier one (in the given, sorted order); the
     rest wait for the next pass. A fix whose result does not parse is dropped; a fix that
     cannot be applied at all raises ``FixError``."""
+    applied = _apply_fixes(module, positions, fixes)
+    return applied.module, applied.count
+
+
+def _apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) -> _Applied:
+    """``apply_fixes``, with the fixed module's code and its ``ast`` tree: the code is
+    rendered once, and Python's own parser (the engine's syntax check, and far faster than
+    LibCST's) judges whether it parses."""
     accepted: list[Fix] = []
     taken: list[tuple] = []
     for fix in fixes:
@@ -357,7 +412,7 @@ def apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) 
         accepted.append(fix)
         taken.extend(spans)
     if not accepted:
-        return module, 0
+        return _Applied(module, 0)
     try:
         fixed = _apply(module, accepted)
     except Exception:
@@ -367,22 +422,25 @@ def apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) 
             except Exception as error:
                 raise FixError(fix, error) from error
         raise
-    if _parses(fixed):
-        return fixed, len(accepted)
+    parsed = _parsed(fixed)
+    if parsed is not None:
+        return _Applied(fixed, len(accepted), *parsed)
     # Some fix broke the syntax: keep only the ones that parse on their own.
-    good = [f for f in accepted if _parses(_apply(module, [f]))]
+    good = [f for f in accepted if _parsed(_apply(module, [f])) is not None]
     if not good:
-        return module, 0
+        return _Applied(module, 0)
     fixed = _apply(module, good)
-    return (fixed, len(good)) if _parses(fixed) else (module, 0)
+    parsed = _parsed(fixed)
+    return _Applied(fixed, len(good), *parsed) if parsed is not None else _Applied(module, 0)
 
 
-def _parses(module: cst.Module) -> bool:
+def _parsed(module: cst.Module) -> tuple[str, ast.Module] | None:
+    """The module's code and its ``ast`` tree, or None when Python's parser refuses the code."""
     try:
-        cst.parse_module(module.bytes)
+        code = module.code
+        return code, syntax_tree(code)
     except Exception:
-        return False
-    return True
+        return None
 
 
 # --- fixes as text edits ----------------------------------------------------------------
@@ -520,8 +578,10 @@ class EditRenderer:
     def edits(self, fix: Fix) -> tuple[Edit, ...]:
         """The fix as the smallest text edits of the module's code, one per changed region."""
         roots = {}
+        chains = []
         for node in fix.changes:
             chain = (*self.ancestors[node], node)
+            chains.append(chain)
             roots[chain[self._root(chain, fix.changes)]] = chain
         # A root inside another root is rendered with it (the outer replacement wins, as when
         # the fix is applied to the tree).
@@ -529,7 +589,9 @@ class EditRenderer:
         if not self.whole and self.module in outermost:
             self._render_module()  # a fix rendered from the module: it has no statement's span
             return self.edits(fix)
-        edits = [edit for root in outermost for edit in self._render(root, fix.changes)]
+        # Only the nodes between a root and the changed nodes below it are rebuilt.
+        paths = frozenset(node for chain in chains for node in chain)
+        edits = [edit for root in outermost for edit in self._render(root, fix.changes, paths)]
         return tuple(sorted(edits, key=lambda e: (e.start, e.end)))
 
     def _root(self, chain: tuple[cst.CSTNode, ...], changes: Mapping) -> int:
@@ -552,9 +614,9 @@ class EditRenderer:
                 return k
         return 0
 
-    def _render(self, root: cst.CSTNode, changes: Mapping) -> list[Edit]:
+    def _render(self, root: cst.CSTNode, changes: Mapping, paths: frozenset | None = None) -> list[Edit]:
         start, end, indentation = self.spans[root]
-        replaced = root.visit(_ApplyChanges(changes))
+        replaced = root.visit(_ApplyChanges(changes, paths))
         state = CodegenState(
             default_indent=self.module.default_indent,
             default_newline=self.module.default_newline,
@@ -722,7 +784,7 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         known = len(failures)
         first = pass_number == 0  # (Python's parser's lines and the cache are the source's)
         memo = cache.positions if first and cache is not None else None
-        findings, positions = run_rules(module, rules, failures, project, lines if first else None, memo)
+        findings, positions = run_rules(module, rules, failures, project, lines, memo)
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]
@@ -732,26 +794,26 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         if not fixes or pass_number == MAX_FIX_PASSES:
             break
         try:
-            module, applied = apply_fixes(module, positions, fixes)
+            applied = _apply_fixes(module, positions, fixes)
         except FixError as error:
             failures[next(f.code for f in findings if f.fix is error.fix)] = error.error
             raise _Restart from None
-        if not applied:
+        if not applied.count:
             break
-        fixed_count += applied
-        code = module.code
-        suppressions = find_suppressions(code)
+        # The fixed module's code, rendered once, and its ``ast`` tree: its lines for the
+        # positions of the next pass, and the prescreen of the rules held back.
+        module, text, tree = applied.module, applied.code, applied.tree
+        fixed_count += applied.count
+        lines = statement_lines(tree)
+        suppressions = find_suppressions(text)
         if waiting:  # a fix may have written the words or nodes of a rule held back
-            try:
-                admitted, waiting, _ = _prescreened(code, waiting)
-            except Exception:  # code LibCST writes that Python's parser refuses: run them all
-                admitted, waiting = waiting, []
+            admitted, waiting, _ = _prescreened(text, waiting, tree=tree)
             rules = rules + admitted
+        applied = tree = None  # (not held while the next pass runs)
     if with_edits:
         unfixed = fixed_count == 0
         findings = _with_edits(
-            module, findings, failures, positions if unfixed else None, text if unfixed else None,
-            cache.layouts if unfixed and cache is not None else None,
+            module, findings, failures, positions, text, cache.layouts if unfixed and cache is not None else None
         )
         if fixed_count and any(f.code in failures for f in findings):
             raise _Restart
@@ -761,8 +823,8 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
             finding.fix = dataclasses.replace(finding.fix, changes={})
     if fixed_count == 0:
         output = source
-    else:
-        output = module.bytes if isinstance(source, bytes) else module.code
+    else:  # (``module.bytes`` is its code, encoded)
+        output = text.encode(module.encoding) if isinstance(source, bytes) else text
     return SourceResult(_dedupe(findings), source, output, fixed_count)
 
 

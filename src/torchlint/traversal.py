@@ -60,7 +60,7 @@ _WHEN_SET: dict[type, frozenset[str]] = {}
 _IS_NODE: dict[type, bool] = {}
 # Attribute hooks: ``visit_<Type>_<attribute>`` / ``leave_<Type>_<attribute>``.
 _ATTRIBUTE_HOOK = re.compile(r"(?:visit|leave)_([A-Z][A-Za-z0-9]*)_[a-z][a-z0-9_]*$")
-_HOOKED_TYPES: dict[type, frozenset[str]] = {}
+_HOOKED_TYPES: dict[object, frozenset[str]] = {}  # by ``_class_key``
 
 
 class _AttributeRecorder(cst.CSTVisitor):
@@ -138,7 +138,8 @@ def _hooked_types(visitor: cst.CSTVisitor) -> frozenset[str]:
     if isinstance(visitor, _BatchedCSTVisitor):
         return frozenset(m.group(1) for m in map(_ATTRIBUTE_HOOK.match, visitor.visitor_methods) if m)
     cls = type(visitor)
-    hooked = _HOOKED_TYPES.get(cls)
+    key = _class_key(cls)
+    hooked = _HOOKED_TYPES.get(key)
     if hooked is None:
         if cls.on_visit_attribute is not cst.CSTVisitor.on_visit_attribute or (
             cls.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
@@ -154,8 +155,18 @@ def _hooked_types(visitor: cst.CSTVisitor) -> frozenset[str]:
                 for m in map(_ATTRIBUTE_HOOK.match, vars(klass))
                 if m
             )
-        _HOOKED_TYPES[cls] = hooked
+        _HOOKED_TYPES[key] = hooked
     return hooked
+
+
+def _class_key(cls: type) -> object:
+    """What the walk's tables of a visitor class are kept by: the class, or, for a class
+    defined inside a function (a new class object at each call, as a visitor that collects
+    into the function's variables is), where it is defined and the names it defines. The
+    tables depend on nothing else, and kept by class they would grow with every call."""
+    if "<locals>" not in cls.__qualname__:
+        return cls
+    return (cls.__module__, cls.__qualname__, cls.__bases__, tuple(vars(cls)))
 
 
 def _walk(node: CSTNode, visitor: cst.CSTVisitor, hooked: frozenset[str], skip: frozenset[type]) -> None:
@@ -209,7 +220,7 @@ TRIVIA = frozenset({
     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
 })
 _NOTHING: frozenset[type] = frozenset()
-_SKIPPED: dict[type, frozenset[type]] = {}
+_SKIPPED: dict[object, frozenset[type]] = {}  # by ``_class_key``
 
 
 def _skipped(visitor: cst.CSTVisitor) -> frozenset[type]:
@@ -217,12 +228,13 @@ def _skipped(visitor: cst.CSTVisitor) -> frozenset[type]:
     if isinstance(visitor, _Batched):
         return visitor.skipped
     cls = type(visitor)
-    skipped = _SKIPPED.get(cls)
+    key = _class_key(cls)
+    skipped = _SKIPPED.get(key)
     if skipped is None:
         # (Trivia hold other trivia: a visitor of any of them, a comment say, is walked into all.)
         wanted = any(_lookup({}, cls, prefix, kind) is not None for kind in TRIVIA for prefix in ("visit_", "leave_"))
         skipped = TRIVIA if getattr(cls, "SKIPS_TRIVIA", False) and not wanted else _NOTHING
-        _SKIPPED[cls] = skipped
+        _SKIPPED[key] = skipped
     return skipped
 
 

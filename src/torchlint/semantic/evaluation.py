@@ -317,25 +317,9 @@ class EvaluationFacts:
     def is_eval_data(self, expr: cst.BaseExpression) -> bool:
         """Whether ``expr`` reads validation or test data: ``val_loader``, ``testloader``,
         ``X_test``, ``dataloaders["val"]``, ``get_loader("test")``."""
-        found = False
-
-        class Names(cst.CSTVisitor):
-            def visit_Name(self, node: cst.Name) -> None:
-                nonlocal found
-                found = found or _is_eval_data_name(node.value)
-
-            def visit_SimpleString(self, node: cst.SimpleString) -> None:
-                nonlocal found
-                value = node.evaluated_value
-                found = found or (isinstance(value, str) and value.lower() in _EVAL_DATA_WORDS)
-
-            def visit_List(self, node: cst.List) -> bool:
-                return False  # for split in ["train", "val"]: names, not data
-
-            visit_Tuple = visit_Set = visit_List
-
-        expr.visit(Names())
-        return found
+        names = _EvalDataNames()
+        expr.visit(names)
+        return names.found
 
     def _mode_call(self, call: cst.Call) -> str | None:
         """EVAL for ``m.eval()`` / ``m.train(False)``, TRAIN for ``m.train()`` / ``m.train(True)``;
@@ -1438,15 +1422,39 @@ def _assigned_names(node: cst.CSTNode) -> set[str]:
 
 
 def _read_names(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
+    names = _ReadNames()
+    node.visit(names)
+    return names.found
 
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(name.value)
 
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
-            return False  # x.loss reads x, not a name `loss`
+class _ReadNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[str] = set()
 
-    node.visit(Names())
-    return found
+    def visit_Name(self, name: cst.Name) -> None:
+        self.found.add(name.value)
+
+    def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+        attribute.value.visit(self)
+        return False  # x.loss reads x, not a name `loss`
+
+
+class _EvalDataNames(cst.CSTVisitor):
+    """Whether an expression names validation or test data (``is_eval_data``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or _is_eval_data_name(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        self.found = self.found or (isinstance(value, str) and value.lower() in _EVAL_DATA_WORDS)
+
+    def visit_List(self, node: cst.List) -> bool:
+        return False  # for split in ["train", "val"]: names, not data
+
+    visit_Tuple = visit_Set = visit_List
