@@ -1,3 +1,5 @@
+from itertools import takewhile
+
 import libcst as cst
 
 from torchlint.rule import Fix, Rule
@@ -63,20 +65,18 @@ class TrainModeNotRestored(Rule):
                     self.report(call, self.message.format(model=model), fix=self._fix(epoch, model))
 
     def _mode_calls(self, loop: cst.CSTNode) -> dict[tuple[str, str], cst.Call]:
+        """The first ``m.eval()`` / ``m.train()`` call of each model in the loop's body, in
+        source order (not those in functions defined there)."""
         found: dict[tuple[str, str], cst.Call] = {}
-        module = self.context.module
-
-        class Calls(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return False
-
-            def visit_Call(self, node: cst.Call) -> None:
-                # Module.eval() takes no argument: `evaluator.eval(input_dict)` is something else.
-                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-                if method == "eval" and not node.args or method == "train" and len(node.args) <= 1:
-                    found.setdefault((module.code_for_node(node.func.value), node.func.attr.value), node)
-
-        loop.body.visit(Calls())
+        model = self.semantic
+        for node in model.calls_in(loop.body):
+            # Module.eval() takes no argument: `evaluator.eval(input_dict)` is something else.
+            method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+            if not (method == "eval" and not node.args or method == "train" and len(node.args) <= 1):
+                continue
+            if any(isinstance(a, cst.FunctionDef) for a in takewhile(lambda a: a is not loop.body, model.ancestors(node))):
+                continue
+            found.setdefault((self.context.module.code_for_node(node.func.value), method), node)
         return found
 
     def _fix(self, loop: cst.For | cst.While, model: str) -> Fix | None:

@@ -48,6 +48,16 @@ async def fn[T, *Ts, **P](x: int = 1, /, y=2, *args: T, z, **kw) -> "T":
     type Alias[K] = dict[K, int]
 class C(Base, metaclass=M):
     def __init__(self): nonlocal y; print(*a, **b, sep="")
+# Bindings, as LibCST's expression contexts would mark them (the scope analysis asks).
+*s1, (s2, [s3, *s4]) = s5.attr, s6[s7] = t1 = {k: v for k, v in items if (w1 := k) for v2 in v}
+u1: int = [[x2 for x2 in y2] for y2 in (z2 := [])]
+u2 += sum(g for g in range(u2) if g)
+for o1.attr, o2[o3] in pairs: o4 = o1
+with ctx() as (m1, m2), other() as m3.attr: pass
+try: pass
+except E as err: err2 = err
+q1[(q2 := 3)] = lambda l1, *l2, l3=q2: l1
+import pkg.sub as alias
 '''
 
 

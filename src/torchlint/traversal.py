@@ -43,7 +43,6 @@ from libcst.metadata import ExpressionContext, ExpressionContextProvider, Metada
 from libcst.metadata import ScopeProvider as _LibCSTScopeProvider
 
 try:  # the parts of LibCST's scope analysis that ``ScopeProvider`` below builds on
-    from libcst.metadata.expression_context_provider import ExpressionContextVisitor
     from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
     from libcst.metadata.scope_provider import ScopeVisitor as _LibCSTScopeVisitor
 except ImportError:  # a LibCST without them: its own analysis, as it is
@@ -352,8 +351,54 @@ if _ASSIGNMENT_LIKE_NODES is None:
 else:
     _ASSIGNMENT_LIKE_TYPES = frozenset(_ASSIGNMENT_LIKE_NODES)
 
+    # Where LibCST's expression contexts make a name a binding (``ExpressionContext.STORE``):
+    # each such node's attribute holding the target, walked as LibCST walks it.
+    _BINDING_TARGETS: dict[type, str] = {
+        cst.Assign: "targets", cst.AnnAssign: "target", cst.AugAssign: "target", cst.NamedExpr: "target",
+        cst.AsName: "name", cst.For: "target", cst.CompFor: "target", cst.ClassDef: "name",
+        cst.FunctionDef: "name", cst.Param: "name",
+    }
+    _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+
+    def _stored_names(target: CSTNode, found: set) -> None:
+        """The names LibCST's expression contexts mark STORE in an assignment's target: a
+        name; the elements of a tuple, list or starred target, and so on down; not the value
+        of an attribute or a subscript (read, not bound)."""
+        kind = type(target)
+        if kind is cst.Name:
+            found.add(target)
+        elif kind is cst.AssignTarget:
+            _stored_names(target.target, found)
+        elif kind is not cst.Attribute and kind is not cst.Subscript:
+            for child in target.children:
+                _stored_names(child, found)
+
     class _ScopeVisitor(FastDispatch, _LibCSTScopeVisitor):
+        """LibCST's scope analysis, which asks LibCST's expression contexts one thing: whether
+        a name is bound where it stands (STORE; a load, a ``del`` and no context are all read
+        alike). The bound names are found here, at the nodes that bind them, before the walk
+        reaches them: not by a whole walk of the module to give every name its context."""
+
         SKIPS_TRIVIA = True  # (no scope is asked of whitespace or punctuation)
+
+        def __init__(self, provider) -> None:
+            super().__init__(provider)
+            self.stored: set[CSTNode] = set()
+
+        def on_visit(self, node: CSTNode) -> bool:
+            kind = type(node)
+            attribute = _BINDING_TARGETS.get(kind)
+            if attribute is not None:
+                value = getattr(node, attribute)
+                for target in value if type(value) is tuple or type(value) is list else (value,):
+                    _stored_names(target, self.stored)
+            elif kind in _COMPREHENSIONS:
+                # (The scope analysis walks a comprehension's targets without its ``CompFor``s.)
+                for_in = node.for_in
+                while for_in is not None:
+                    _stored_names(for_in.target, self.stored)
+                    for_in = for_in.inner_for_in
+            return FastDispatch.on_visit(self, node)
 
         def on_leave(self, original_node: CSTNode) -> None:
             # LibCST's ``on_leave``, with its ``isinstance`` against eighteen abstract node
@@ -365,36 +410,29 @@ else:
             FastDispatch.on_leave(self, original_node)
 
 
-    class _ExpressionContextVisitor(FastDispatch, ExpressionContextVisitor):
-        SKIPS_TRIVIA = True  # (contexts are given to names, attributes, subscripts...)
-
-
-    class _ExpressionContextProvider(ExpressionContextProvider):
-        def visit_Module(self, node: cst.Module) -> bool | None:
-            node.visit(_ExpressionContextVisitor(self, ExpressionContext.LOAD))
-            return None
-
-
     class ScopeProvider(_LibCSTScopeProvider):
         """LibCST's ``ScopeProvider`` (the same scopes, assignments and accesses; tested on every
-        fixture), its visitors (and those of the expression contexts it rests on) dispatching
-        through ``FastDispatch`` and not walked into trivia."""
+        fixture), its visitor dispatching through ``FastDispatch``, not walked into trivia, and
+        told which names are bound without LibCST's expression contexts (``_ScopeVisitor``)."""
 
-        METADATA_DEPENDENCIES = (_ExpressionContextProvider,)
+        METADATA_DEPENDENCIES = ()
         # LibCST unites the dependencies of a provider's bases with its own (and caches them on
-        # the class, where a subclass would read its base's): ours replace LibCST's expression
-        # contexts, which would otherwise be computed as well. (Were the cache's name to change,
-        # both would be computed: the same results, slower.)
+        # the class, where a subclass would read its base's): none here, where LibCST's
+        # expression contexts would otherwise be computed as well. (Were the cache's name to
+        # change, they would be: the same results, slower.)
         _INHERITED_METADATA_DEPENDENCIES_CACHE = frozenset(METADATA_DEPENDENCIES)
 
         def get_metadata(self, key, node, *default):  # type: ignore[override]
-            # LibCST's scope analysis asks for its own ExpressionContextProvider's.
-            return super().get_metadata(_ExpressionContextProvider if key is ExpressionContextProvider else key, node, *default)
+            # LibCST's scope analysis asks for the expression context of each name it visits.
+            if key is ExpressionContextProvider:
+                return ExpressionContext.STORE if node in self._visitor.stored else (default[0] if default else None)
+            return super().get_metadata(key, node, *default)
 
         def visit_Module(self, node: cst.Module) -> bool | None:
-            visitor = _ScopeVisitor(self)
+            self._visitor = visitor = _ScopeVisitor(self)
             node.visit(visitor)
             visitor.infer_accesses()
+            del self._visitor
             return None
 
 

@@ -27,11 +27,12 @@ the rest is asked of the recorded calls, assignments and loops, by their order i
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -284,6 +285,7 @@ class EvaluationFacts:
         self._mode_free_classes: dict[cst.ClassDef, bool] = {}
         self._effects: dict[cst.FunctionDef, str | None] = {}
         self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
+        self._eval_switches_cache: dict[cst.FunctionDef | None, tuple[list[_ModeEvent], list[float]]] = {}
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
         self._owned_cache: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.FunctionDef, bool] = {}
@@ -1080,13 +1082,14 @@ class EvaluationFacts:
         """Forward passes for inference outside evaluation functions and loops, grouped by
         function, model and training loop: one scope per group."""
         groups: dict[tuple, EvalScope] = {}
+        covered = self._covering(s.node for s in scopes)
         for function, calls in self.calls_in.items():
             if function is not None and (functions.intersection(self._enclosing_functions(function)) or self._framework_owned(function)):
                 continue
             loads = self._loads(function)
             for call in calls:
                 model = called_module(call)
-                if not isinstance(model, (cst.Name, cst.Attribute)) or any(self._inside(call, s.node) for s in scopes):
+                if not isinstance(model, (cst.Name, cst.Attribute)) or covered(call):
                     continue
                 if not (self._on_eval_data(call) or (
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
@@ -1103,6 +1106,20 @@ class EvaluationFacts:
                 else:
                     groups[key] = EvalScope("statement", anchor, function, [call])
         return list(groups.values())
+
+    def _covering(self, regions: Iterable[cst.CSTNode]) -> Callable[[cst.CSTNode], bool]:
+        """Whether a node is inside any of ``regions`` (``_inside`` of each), in a bisection:
+        a node is inside a region that starts at or before it and ends at or after it, and
+        among the regions that start at or before it the latest end tells."""
+        spans = sorted((self._start(r), self._end(r)) for r in regions)
+        starts = [start for start, _ in spans]
+        latest_ends = list(itertools.accumulate((end for _, end in spans), max))
+
+        def covered(node: cst.CSTNode) -> bool:
+            index = bisect.bisect_right(starts, self._start(node)) - 1
+            return index >= 0 and latest_ends[index] >= self._end(node)
+
+        return covered
 
     def _on_random_input(self, call: cst.Call) -> bool:
         """A forward pass on made-up tensors only (``net(torch.rand(2, 20))``): a shape demo or
@@ -1144,11 +1161,11 @@ class EvaluationFacts:
     def _after_eval_switch(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
         """Inference after an explicit ``model.eval()`` of the same module earlier in the same
         function (the last mode change before the call), with nothing training after it there."""
-        events = self._mode_events(function)
-        if not any(e.mode == EVAL for e in events):
+        events, positions = self._eval_switches(function)
+        if not events:
             return False
         # (the events are in source order: those before the call are a prefix)
-        before = events[: bisect.bisect_left([e.position for e in events], self._start(call))]
+        before = events[: bisect.bisect_left(positions, self._start(call))]
         if not before or not before[-1].explicit or before[-1].mode != EVAL:
             return False
         switched = before[-1].node.func
@@ -1167,6 +1184,17 @@ class EvaluationFacts:
         ):
             return False  # the output is thrown away: run for its side effects (hooks, counters)
         return not any(self._start(t) > before[-1].position for t in self._training_points(function))
+
+    def _eval_switches(self, function: cst.FunctionDef | None) -> tuple[list[_ModeEvent], list[float]]:
+        """A function's mode events and their positions, when one of them is an eval switch
+        (else nothing): asked for at each of its calls."""
+        found = self._eval_switches_cache.get(function)
+        if found is None:
+            events = self._mode_events(function)
+            if not any(e.mode == EVAL for e in events):
+                events = []
+            found = self._eval_switches_cache[function] = (events, [e.position for e in events])
+        return found
 
     def _freezes(self, call: cst.Call, root: str) -> bool:
         """``root.requires_grad_(False)`` (also at the end of a chain: ``m.eval().requires_grad_(False)``)."""
