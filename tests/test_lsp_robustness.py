@@ -136,3 +136,47 @@ def test_a_failing_rule_is_logged_and_shown_and_the_other_diagnostics_published(
     finally:
         client.process.kill()
         client.process.wait()
+
+
+def test_the_server_collects_garbage_after_each_lint_only_when_it_runs_the_collector_itself():
+    """``torchlint lsp`` turns Python's automatic collector off and collects after each lint
+    (the young generations, everything every FULL_EVERY times); with the collector on, the
+    server leaves collection to Python."""
+    import gc
+
+    from torchlint.lsp.server import GarbageCollection
+
+    collected: list[int] = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start":
+            collected.append(info["generation"])
+
+    garbage = GarbageCollection()
+    gc.callbacks.append(record)
+    was_enabled = gc.isenabled()
+    try:
+        gc.enable()
+        garbage.collect()
+        assert collected == []
+        gc.disable()
+        for _ in range(GarbageCollection.FULL_EVERY):
+            garbage.collect()
+    finally:
+        gc.callbacks.remove(record)
+        if was_enabled:
+            gc.enable()
+    assert collected == [1] * (GarbageCollection.FULL_EVERY - 1) + [2]
+
+
+def test_the_lsp_command_runs_without_the_automatic_collector():
+    """The server process collects after its lints itself (GarbageCollection)."""
+    code = (
+        "import gc, sys\n"
+        "import torchlint.lsp.server as server\n"
+        "server.TorchlintServer.start_io = lambda self: print(gc.isenabled())\n"
+        "from torchlint.lsp import command\n"
+        "command.main([], standalone_mode=False)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr

@@ -14,6 +14,7 @@ import it are linted again when its summary changes.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import re
@@ -206,6 +207,28 @@ def _wanted(kind: str, only: Sequence[str] | None) -> bool:
 # --- the server ------------------------------------------------------------------------
 
 
+class GarbageCollection:
+    """When the cyclic garbage a lint leaves (its semantic model, LibCST's scopes) is
+    collected. Left to Python, the collection comes with the first allocation after a lint
+    re-enables the collector (``engine.cyclic_gc_paused``): before its diagnostics are
+    published, on the path from a keystroke to them. The server runs with the automatic
+    collector off (``torchlint lsp``) and collects here, after each lint is published or a
+    fix-all done, while the editor waits for the next change: the young generations each time,
+    everything every ``FULL_EVERY`` times. With the collector on (a test, a host process),
+    Python's own collections stand and this does nothing."""
+
+    FULL_EVERY = 16
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def collect(self) -> None:
+        if gc.isenabled():
+            return
+        self.count += 1
+        gc.collect() if self.count % self.FULL_EVERY == 0 else gc.collect(1)
+
+
 async def in_thread(function, *args):
     """``function(*args)`` in a daemon thread: unlike ``asyncio.to_thread``, a lint still
     running when the editor says ``exit`` (or closes the pipe) does not hold up the exit."""
@@ -258,6 +281,7 @@ class TorchlintServer(LanguageServer):
         self.settings = SettingsCache()
         self.projects = ProjectIndexes(self.open_text)
         self.pending: dict[str, asyncio.Task] = {}  # debounced lints not started yet, by uri
+        self.garbage = GarbageCollection()
         self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
         self.safe_fix_known: dict[str, tuple[int | None, bool]] = {}  # uri -> (version, has a safe fix)
         self.shown_errors: set[str] = set()  # so a broken config is not announced on every keystroke
@@ -325,12 +349,12 @@ class TorchlintServer(LanguageServer):
         if changed:
             self.lint_dependents(snapshot.path)
         current = self.workspace.text_documents.get(uri)
-        if current is None or current.version != snapshot.version:
-            return  # closed, or edited meanwhile: the newer version's lint publishes
-        self.safe_fix_known[uri] = (snapshot.version, any(_is_safe_fix(d) for d in diagnostics))
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version)
-        )
+        if current is not None and current.version == snapshot.version:  # (else the newer version's lint publishes)
+            self.safe_fix_known[uri] = (snapshot.version, any(_is_safe_fix(d) for d in diagnostics))
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version)
+            )
+        self.garbage.collect()
 
     @cyclic_gc_paused  # as the engine's lint: the trees built are no garbage
     def lint(self, snapshot: Snapshot) -> tuple[list[types.Diagnostic], list[RuleFailure], bool]:
@@ -457,6 +481,7 @@ class TorchlintServer(LanguageServer):
         if snapshot is None:
             return None
         fixed = await in_thread(self.fix_safely, snapshot)
+        self.garbage.collect()
         current = self.workspace.text_documents.get(uri)
         if fixed == snapshot.text or current is None or current.version != snapshot.version:
             return None  # nothing to fix, or the text changed while it was being fixed
