@@ -177,3 +177,18 @@ def test_one_pass_of_all_fixes_equals_their_edits(tmp_path):
     renderer = EditRenderer(module, fixes)
     assert applied == 30
     assert apply_edits(module.code, [e for fix in fixes for e in renderer.edits(fix)]) == fixed.code
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.id)
+def test_what_a_fix_run_reports_is_what_a_lint_of_the_fixed_file_reports(case):
+    """After the safe fixes, the findings left (with their unsafe fixes' edits, rendered from
+    the fixed module's statements) are those a fresh lint of the fixed file reports."""
+    source = case.path.read_bytes()
+    rules = select_rules([case.code], [], [])
+    fixed = lint_module_source(source, rules, FixMode.SAFE, True)
+    fresh = lint_module_source(fixed.fixed_source, rules, FixMode.NONE, True)
+
+    def shown(findings):
+        return [(f.code, f.start, f.end, f.message, f.fix and (f.fix.message, f.fix.edits)) for f in findings]
+
+    assert shown(fixed.findings) == shown(fresh.findings)
