@@ -782,8 +782,8 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
     fixed_count = 0
     for pass_number in range(MAX_FIX_PASSES + 1):
         known = len(failures)
-        first = pass_number == 0  # (Python's parser's lines and the cache are the source's)
-        memo = cache.positions if first and cache is not None else None
+        # (An editor's positions are those of the source; ``lines`` are the current module's.)
+        memo = cache.positions if pass_number == 0 and cache is not None else None
         findings, positions = run_rules(module, rules, failures, project, lines, memo)
         if len(failures) > known and fixed_count:
             raise _Restart
