@@ -258,6 +258,22 @@ def test_installed_command_in_a_subprocess(project):
     assert proc.returncode == 0 and proc.stdout.startswith("torchlint ")
 
 
+def test_module_entry_exits_with_the_run_status_and_frozen_objects(project):
+    # `python -m torchlint` and the console script are `cli.run`: `main`, with what the
+    # process holds frozen out of the cyclic collector on the way out (the exit handlers
+    # still run: the cache is written, the exit status is the run's).
+    code = (
+        "import atexit, gc, sys; from torchlint.cli import run; "
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.stderr)); "
+        "sys.argv[0] = 'torchlint'; run()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, "check", "bad.py", "--output-format", "concise"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "bad.py:4:12: TL501" in proc.stdout and "frozen True" in proc.stderr
+    assert (project / ".torchlint_cache").is_dir()
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "check", "good.py"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_github_annotations(project):
     result = run("bad.py", "--output-format", "github")
     assert result.exit_code == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import time
@@ -58,6 +59,20 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
 def main() -> None:
     """A linter for PyTorch training code. `torchlint PATHS` is `torchlint check PATHS`."""
+
+
+def run() -> None:
+    """The ``torchlint`` command (``[project.scripts]``, ``python -m torchlint``): ``main``,
+    with the objects the process holds moved out of reach of Python's cyclic garbage
+    collector (``gc.freeze``) after start-up and again on the way out. What start-up imports
+    (click, LibCST's node classes) is never garbage, and at exit the interpreter's final
+    collections walked all of it once more: about a sixth of the CPU time of a one-file run.
+    The objects are still freed, and every exit handler runs, as usual."""
+    gc.freeze()
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 @main.command()
