@@ -369,6 +369,11 @@ else:
             found.add(target)
         elif kind is cst.AssignTarget:
             _stored_names(target.target, found)
+        elif kind is cst.Tuple or kind is cst.List:
+            for element in target.elements:  # (``children`` would copy their punctuation too)
+                _stored_names(element.value, found)
+        elif kind is cst.StarredElement or kind is cst.Element:
+            _stored_names(target.value, found)
         elif kind is not cst.Attribute and kind is not cst.Subscript:
             for child in target.children:
                 _stored_names(child, found)

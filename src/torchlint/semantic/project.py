@@ -23,7 +23,7 @@ import re
 from collections import ChainMap, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, ClassVar, Iterable, Iterator
 
 from torchlint.engine import cyclic_gc_paused
 from torchlint.rule import syntax_tree
@@ -327,6 +327,36 @@ class _Sites(ast.NodeVisitor):
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
         self.scopes: list[ast.AST] = []  # enclosing classes and functions
         self.called: set[int] = set()  # the callees of calls: not references
+
+    # ``ast.NodeVisitor``'s walk, with each node type's method looked up once (``visit`` builds
+    # and looks up its name at every node) and the fields read without ``iter_fields``'
+    # generator: the same nodes in the same order. (No subclass: the table is this class's.)
+    _methods: ClassVar[dict[type, Callable | None]] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        kind = type(node)
+        try:
+            method = self._methods[kind]
+        except KeyError:
+            method = getattr(_Sites, f"visit_{kind.__name__}", None)
+            if method is ast.NodeVisitor.visit_Constant:  # (its look-up of legacy methods: none here)
+                method = None
+            self._methods[kind] = method
+        if method is None:
+            self.generic_visit(node)
+        else:
+            method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        visit = self.visit
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item)
+            elif isinstance(value, ast.AST):
+                visit(value)
 
     # --- bodies
 
