@@ -278,3 +278,40 @@ def test_a_rules_visitor_methods_are_those_dir_finds() -> None:
     for cls in (*all_rules(), Base, Derived):
         assert _visitor_names(cls) == by_dir(cls), cls
     assert "visit_Name" in _visitor_names(Base) and "visit_Name" not in _visitor_names(Derived)
+
+
+def test_a_cancelled_lint_stops_at_a_statement_and_leaves_the_parse_cache_for_the_next() -> None:
+    """``cancelled`` is asked before the parse and at each statement the rules' traversal
+    enters; once true, the lint raises ``Cancelled`` (through the handlers of rule and parse
+    errors), and the parse cache keeps what it held: the next lint reuses the pieces."""
+    from pathlib import Path
+
+    from torchlint.config import select_rules
+    from torchlint.engine import Cancelled, ParseCache
+
+    text = (Path(__file__).parent.parent / "fixtures" / "example" / "train.py").read_text()
+    rules = select_rules(None, [], [])
+    plain = lint_module_source(text, rules, FixMode.NONE, True)
+    asked = []
+
+    def after(count: int):
+        def cancelled() -> bool:
+            asked.append(count)
+            return len(asked) > count
+        return cancelled
+
+    cache = ParseCache(piece_lines=3)
+    lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
+    pieces = dict(cache.pieces._last)
+    assert pieces
+    for count in (0, 1, 7):
+        asked.clear()
+        with pytest.raises(Cancelled):
+            lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache, cancelled=after(count))
+        assert len(asked) == count + 1  # it stopped at the first answer True
+    # Never cancelled: every statement asked, the same findings; the cached pieces were reused.
+    asked.clear()
+    finished = lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache, cancelled=after(10**6))
+    assert len(asked) > 20
+    assert [(f.code, f.start, f.message) for f in finished.findings] == [(f.code, f.start, f.message) for f in plain.findings]
+    assert all(cache.pieces.get(key) is piece for key, piece in pieces.items())

@@ -180,3 +180,31 @@ def test_the_lsp_command_runs_without_the_automatic_collector():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_change_after_a_pause_is_linted_at_once_and_stops_the_lint_of_the_version_before():
+    """The server's schedule for changes: a change to a document left alone for IDLE_SECONDS
+    is linted at once, the changes that follow it are debounced; each change tells a lint
+    still running on the version before to stop (its result would never be published)."""
+    import threading
+
+    from torchlint.lsp import server as lsp
+
+    ls = lsp.create_server()
+    scheduled: list[tuple[str, float]] = []
+    ls.schedule_lint = lambda uri, delay: scheduled.append((uri, delay))
+    uri, other = "file:///a.py", "file:///b.py"
+
+    ls.changed(uri)  # never changed before: at once
+    ls.changed(uri)  # typing goes on: debounced
+    ls.changed(other)  # another document is on its own
+    assert scheduled == [(uri, 0), (uri, lsp.DEBOUNCE_SECONDS), (other, 0)]
+
+    running = ls.running[uri] = threading.Event()
+    ls.last_change[uri] -= lsp.IDLE_SECONDS  # left alone since
+    ls.changed(uri)
+    assert scheduled[-1] == (uri, 0) and running.is_set()
+
+    ls.running[uri] = running = threading.Event()
+    ls.close(uri)  # a closed document's lint stops too, and its history goes
+    assert running.is_set() and uri not in ls.running and uri not in ls.last_change

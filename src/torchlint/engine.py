@@ -14,7 +14,7 @@ import os
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -289,6 +289,7 @@ def run_rules(
     project: object = None,
     statement_lines: StatementLines | None = None,
     position_memo: LintMemo | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[list[Finding], Positions]:
     """One traversal of ``module`` running every rule in ``rules``. A rule that raises is
     skipped for the rest of the traversal, its findings are dropped, and its exception is
@@ -296,15 +297,46 @@ def run_rules(
     is (the project index's view of this file); ``statement_lines`` (Python's parser's lines
     of the module's top-level statements, when they are those of ``module``) lets positions
     be rendered one statement at a time, and ``position_memo`` (an editor's) those rendered for
-    the statements of the document's last version. Returns the findings and the module's
-    positions."""
+    the statements of the document's last version. ``cancelled`` is asked at each statement
+    the traversal enters (``Cancelled``). Returns the findings and the module's positions."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = RuleContext(wrapper, project, statement_lines, position_memo)
     if rules:
-        visit_batched(wrapper, [rule(context) for rule in rules])
+        visitors: list[cst.BatchableCSTVisitor] = [rule(context) for rule in rules]
+        if cancelled is not None:
+            visitors.append(_CancelPoints(cancelled))
+        visit_batched(wrapper, visitors)
     if context.failures and failures is not None:
         failures.update(context.failures)
     return [f for f in context.findings if f.code not in context.failures], context.positions
+
+
+class Cancelled(BaseException):
+    """The lint's caller no longer wants its result (an editor's document changed again): it
+    stopped at the next statement without one. A ``BaseException``, as ``asyncio``'s
+    ``CancelledError``: no handler of errors (a rule's, a parse's) takes it for one."""
+
+
+def _check(cancelled: Callable[[], bool] | None) -> None:
+    if cancelled is not None and cancelled():
+        raise Cancelled
+
+
+class _CancelPoints(cst.BatchableCSTVisitor):
+    """Asks ``cancelled`` as the rules' traversal enters each statement."""
+
+    def __init__(self, cancelled: Callable[[], bool]) -> None:
+        super().__init__()
+        self.cancelled = cancelled
+
+    STATEMENTS = ("SimpleStatementLine", "FunctionDef", "ClassDef", "For", "While", "If", "With", "Try")
+
+    def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
+        return {f"visit_{name}": self._enter for name in self.STATEMENTS}
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        if self.cancelled():
+            raise Cancelled
 
 
 # --- fixes ------------------------------------------------------------------------------
@@ -696,6 +728,7 @@ def lint_module_source(
     prescreen: bool = True,
     parse_cache: ParseCache | None = None,
     tree: ast.Module | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
@@ -708,20 +741,26 @@ def lint_module_source(
     when none is left, LibCST never parses the source. ``prescreen=False`` runs every rule
     (the tests compare the two). ``parse_cache`` (an editor's, per document) lets the
     parse reuse the pieces of the document's last version; ``tree`` is the source's ``ast``
-    tree, when the caller has parsed it for itself.
+    tree, when the caller has parsed it for itself. ``cancelled`` (an editor's) is asked
+    before the parse and at each statement the rules' traversal enters: once it is true,
+    the lint stops there and raises ``Cancelled``.
     """
     try:
-        return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree)
+        return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled)
+    except Cancelled:
+        parse_cache = None  # (it keeps what it held for the next lint: this one used only part of it)
+        raise
     finally:
         if parse_cache is not None:
             parse_cache.next_lint()  # what this lint did not use is dropped
 
 
-def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree) -> SourceResult:
+def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled) -> SourceResult:
     try:
         rules, waiting, lines = _prescreened(source, rules, prescreen, tree)
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
+        _check(cancelled)
         module = _parse_checked(source, lines, cache=parse_cache)
     except Exception as error:  # any parse failure is a finding, never a crash
         return SourceResult([parse_error_finding(error)], source, source)
@@ -731,7 +770,7 @@ def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_
             result = _lint_module(
                 source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
                 [r for r in waiting if r.code not in failures], project, lines,
-                parse_cache,
+                parse_cache, cancelled,
             )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
@@ -774,7 +813,7 @@ def _source_text(source: bytes | str, module: cst.Module) -> str:
         return module.code
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled=None) -> SourceResult:
     text = _source_text(source, module)
     suppressions = find_suppressions(text)
     if suppressions.file_all:
@@ -784,7 +823,7 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         known = len(failures)
         # (An editor's positions are those of the source; ``lines`` are the current module's.)
         memo = cache.positions if pass_number == 0 and cache is not None else None
-        findings, positions = run_rules(module, rules, failures, project, lines, memo)
+        findings, positions = run_rules(module, rules, failures, project, lines, memo, cancelled)
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]

@@ -1,10 +1,11 @@
 """The torchlint language server: a pygls client of the engine.
 
-Diagnostics are published on open, on save and, debounced, on change. Linting runs in a
-worker thread so a slow file never blocks the protocol, and a result for a version the
-editor has already moved past is dropped. Each diagnostic carries its fix as text edits,
-so a quick fix needs no second lint; "fix all" runs the engine's safe fixes on the whole
-document. Settings come from the same configuration files as the command line, resolved
+Diagnostics are published on open, on save and on change: at once for a change to a document
+left alone a while, debounced for the changes that follow it. Linting runs in a worker
+thread so a slow file never blocks the protocol; a lint of a version the editor has moved
+past stops at its next statement, and its result is never published. Each diagnostic
+carries its fix as text edits, so a quick fix needs no second lint; "fix all" runs the
+engine's safe fixes on the whole document. Settings come from the same configuration files as the command line, resolved
 once per configuration file and reloaded when one changes. The project index (facts about
 the other files of the project) is kept per project root: a document's summary is replaced
 whenever it is linted (open documents' text wins over the disk), and the open documents that
@@ -20,6 +21,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,15 +40,19 @@ from pygls.workspace.position_codec import PositionCodec
 
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
-from torchlint.engine import INVALID_FILE, FixMode, ParseCache, RuleFailure, cyclic_gc_paused, lint_module_source
+from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleFailure, cyclic_gc_paused, lint_module_source
 from torchlint.rule import Applicability, Finding, Location, syntax_tree
 from torchlint.semantic.project import ProjectIndex, ProjectView
 
 SOURCE = "torchlint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
 # A change is linted once typing pauses this long: the keystrokes of a word come 0.1 to 0.2 s
-# apart, and a lint already running is not stopped (see _lint_later).
+# apart. A lint of an older version still running is told to stop (see _lint_later).
 DEBOUNCE_SECONDS = 0.2
+# A change to a document that has not changed for this long is linted at once: an edit made
+# after reading (a typo fixed) shows its diagnostics a debounce sooner. If more keystrokes
+# follow, that lint stops at the next one, and they are debounced.
+IDLE_SECONDS = 1.0
 CONFIG_FILE_NAMES = ("pyproject.toml", "torchlint.toml")
 # Notebook cells arrive under their own schemes; notebooks are linted whole, elsewhere.
 LINTED_SCHEMES = ("file", "untitled")
@@ -281,6 +287,8 @@ class TorchlintServer(LanguageServer):
         self.settings = SettingsCache()
         self.projects = ProjectIndexes(self.open_text)
         self.pending: dict[str, asyncio.Task] = {}  # debounced lints not started yet, by uri
+        self.running: dict[str, threading.Event] = {}  # set to stop the lint running, by uri
+        self.last_change: dict[str, float] = {}  # when each document last changed (monotonic)
         self.garbage = GarbageCollection()
         self.lint_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one lint per document at a time
         self.safe_fix_known: dict[str, tuple[int | None, bool]] = {}  # uri -> (version, has a safe fix)
@@ -321,6 +329,17 @@ class TorchlintServer(LanguageServer):
 
     # --- linting
 
+    def changed(self, uri: str) -> None:
+        """A change of the document: the lint of the version before is no longer wanted, and
+        the new one is linted at once if the document had been left alone, else debounced."""
+        now = time.monotonic()
+        idle = now - self.last_change.get(uri, -IDLE_SECONDS) >= IDLE_SECONDS
+        self.last_change[uri] = now
+        running = self.running.get(uri)
+        if running is not None:
+            running.set()
+        self.schedule_lint(uri, 0 if idle else DEBOUNCE_SECONDS)
+
     def schedule_lint(self, uri: str, delay: float) -> None:
         previous = self.pending.pop(uri, None)
         if previous is not None:
@@ -335,14 +354,22 @@ class TorchlintServer(LanguageServer):
             snapshot = self.snapshot(uri)
             if snapshot is None:
                 return
+            stop = self.running[uri] = threading.Event()  # (set by the next change)
             try:
-                diagnostics, failures, changed = await in_thread(self.lint, snapshot)
+                diagnostics, failures, changed = await in_thread(self.lint, snapshot, stop.is_set)
             except ConfigError as error:
                 self.show_error(f"torchlint: {error}")
                 diagnostics, failures, changed = [], [], False
             except Exception as error:  # a bug of ours must not take the server down
                 self.show_error(f"torchlint: internal error on {snapshot.path or uri}: {type(error).__name__}: {error}")
                 return
+            finally:
+                if self.running.get(uri) is stop:
+                    del self.running[uri]
+        if diagnostics is None:  # stopped for a newer version, whose lint follows
+            if changed:
+                self.lint_dependents(snapshot.path)
+            return
         for failure in failures:
             # As ruff's server does with a panic: the details in the log, the user told once.
             self.show_error(f"torchlint: {snapshot.path or uri}: {failure.describe()}")
@@ -357,9 +384,12 @@ class TorchlintServer(LanguageServer):
         self.garbage.collect()
 
     @cyclic_gc_paused  # as the engine's lint: the trees built are no garbage
-    def lint(self, snapshot: Snapshot) -> tuple[list[types.Diagnostic], list[RuleFailure], bool]:
-        """The document's diagnostics, the rules that failed on it, and whether its summary in
-        the project index changed; runs in a worker thread."""
+    def lint(
+        self, snapshot: Snapshot, cancelled=None
+    ) -> tuple[list[types.Diagnostic] | None, list[RuleFailure], bool]:
+        """The document's diagnostics (None: ``cancelled()`` became true and the lint stopped),
+        the rules that failed on it, and whether its summary in the project index changed;
+        runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
         try:  # parsed once, for the project index's summary and for the lint
             tree = syntax_tree(snapshot.text)
@@ -368,10 +398,13 @@ class TorchlintServer(LanguageServer):
         project, changed = self.project_view(snapshot, settings, tree)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return [], [], changed
-        result = lint_module_source(
-            snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project,
-            parse_cache=self.parse_caches[snapshot.uri], tree=tree,
-        )
+        try:
+            result = lint_module_source(
+                snapshot.text, settings.rules_for(snapshot.path), FixMode.NONE, True, project,
+                parse_cache=self.parse_caches[snapshot.uri], tree=tree, cancelled=cancelled,
+            )
+        except Cancelled:
+            return None, [], changed
         lines = split_lines(snapshot.text)
         diagnostics = [to_diagnostic(f, lines, self.workspace.position_codec, snapshot.version) for f in result.findings]
         return diagnostics, result.failures, changed
@@ -412,6 +445,10 @@ class TorchlintServer(LanguageServer):
         pending = self.pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
+        running = self.running.pop(uri, None)
+        if running is not None:
+            running.set()
+        self.last_change.pop(uri, None)
         self.safe_fix_known.pop(uri, None)
         self.lint_locks.pop(uri, None)
         self.parse_caches.pop(uri, None)
@@ -537,7 +574,7 @@ def create_server() -> TorchlintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TorchlintServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule_lint(params.text_document.uri, DEBOUNCE_SECONDS)
+        ls.changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: TorchlintServer, params: types.DidSaveTextDocumentParams) -> None:
