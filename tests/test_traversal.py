@@ -186,6 +186,15 @@ def _scope_facts(scopes, module, nodes):
     return facts
 
 
+def test_scope_provider_visitors_are_what_libcst_would_find() -> None:
+    """torchlint's ScopeProvider names its batched walk's methods itself (LibCST finds them
+    with ``inspect.getmembers`` for every file): the same as LibCST's look-up gives."""
+    from libcst import BatchableCSTVisitor
+
+    provider = traversal.ScopeProvider()
+    assert provider.get_visitors() == BatchableCSTVisitor.get_visitors(provider) == {"visit_Module": provider.visit_Module}
+
+
 def test_scope_provider_equals_libcsts() -> None:
     """torchlint's ScopeProvider (LibCST's, dispatching through tables and not walking trivia)
     gives the same scopes, assignments, accesses and qualified names as LibCST's to every

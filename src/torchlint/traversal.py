@@ -433,6 +433,11 @@ else:
                 return ExpressionContext.STORE if node in self._visitor.stored else (default[0] if default else None)
             return super().get_metadata(key, node, *default)
 
+        def get_visitors(self) -> dict[str, Callable]:
+            # What LibCST's finds by ``inspect.getmembers`` over some 700 attributes (2.5 ms,
+            # for every file): its one method that is not a no-op.
+            return {"visit_Module": self.visit_Module}
+
         def visit_Module(self, node: cst.Module) -> bool | None:
             self._visitor = visitor = _ScopeVisitor(self)
             node.visit(visitor)
