@@ -325,11 +325,11 @@ def _check(cancelled: Callable[[], bool] | None) -> None:
 class _CancelPoints(cst.BatchableCSTVisitor):
     """Asks ``cancelled`` as the rules' traversal enters each statement."""
 
+    STATEMENTS = ("SimpleStatementLine", "FunctionDef", "ClassDef", "For", "While", "If", "With", "Try")
+
     def __init__(self, cancelled: Callable[[], bool]) -> None:
         super().__init__()
         self.cancelled = cancelled
-
-    STATEMENTS = ("SimpleStatementLine", "FunctionDef", "ClassDef", "For", "While", "If", "With", "Try")
 
     def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
         return {f"visit_{name}": self._enter for name in self.STATEMENTS}
