@@ -335,8 +335,7 @@ class _CancelPoints(cst.BatchableCSTVisitor):
         return {f"visit_{name}": self._enter for name in self.STATEMENTS}
 
     def _enter(self, node: cst.CSTNode) -> None:
-        if self.cancelled():
-            raise Cancelled
+        _check(self.cancelled)
 
 
 # --- fixes ------------------------------------------------------------------------------

@@ -5,11 +5,11 @@ left alone a while, debounced for the changes that follow it. Linting runs in a 
 thread so a slow file never blocks the protocol; a lint of a version the editor has moved
 past stops at its next statement, and its result is never published. Each diagnostic
 carries its fix as text edits, so a quick fix needs no second lint; "fix all" runs the
-engine's safe fixes on the whole document. Settings come from the same configuration files as the command line, resolved
-once per configuration file and reloaded when one changes. The project index (facts about
-the other files of the project) is kept per project root: a document's summary is replaced
-whenever it is linted (open documents' text wins over the disk), and the open documents that
-import it are linted again when its summary changes.
+engine's safe fixes on the whole document. Settings come from the same configuration files
+as the command line, resolved once per configuration file and reloaded when one changes. The
+project index (facts about the other files of the project) is kept per project root: a
+document's summary is replaced whenever it is linted (open documents' text wins over the
+disk), and the open documents that import it are linted again when its summary changes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from urllib.parse import urlparse
 
 from lsprotocol import types
@@ -385,7 +385,7 @@ class TorchlintServer(LanguageServer):
 
     @cyclic_gc_paused  # as the engine's lint: the trees built are no garbage
     def lint(
-        self, snapshot: Snapshot, cancelled=None
+        self, snapshot: Snapshot, cancelled: Callable[[], bool] | None = None
     ) -> tuple[list[types.Diagnostic] | None, list[RuleFailure], bool]:
         """The document's diagnostics (None: ``cancelled()`` became true and the lint stopped),
         the rules that failed on it, and whether its summary in the project index changed;

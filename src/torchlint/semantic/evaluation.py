@@ -287,7 +287,6 @@ class EvaluationFacts:
         self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
         self._eval_switches_cache: dict[cst.FunctionDef | None, tuple[list[_ModeEvent], list[float]]] = {}
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
-        self._call_orders: dict[str, list[int]] = {}  # the walk order of ``calls_by_name``'s lists
         self._owned_cache: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.FunctionDef, bool] = {}
         model.replay(_Scan(self))
@@ -1278,17 +1277,10 @@ class EvaluationFacts:
         return any(self._inside(a, region) and root in _assigned_names(a) for a in self.assignments_in.get(function, ()))
 
     def _switches_mode(self, region: cst.With | cst.For | cst.While) -> bool:
-        return any(self._mode_call(c) == TRAIN for c in self._named_calls_in(TRAIN, region))
-
-    def _named_calls_in(self, name: str, region: cst.With | cst.For | cst.While) -> list[cst.Call]:
-        """The calls of ``name`` in a block statement's subtree (as ``_inside`` finds them:
-        the block opens with its keyword), by bisection of their walk order: was a scan of
-        all the module's calls of ``name`` for each block asked about."""
-        calls = self.calls_by_name.get(name, ())
-        orders = self._call_orders.get(name)
-        if orders is None:
-            orders = self._call_orders[name] = [self.model.order[c] for c in calls]  # in walk order
-        return calls[bisect.bisect_left(orders, self.model.order[region]) : bisect.bisect_right(orders, self.model.last_inside[region])]
+        # (The block's calls by the collecting pass's bisection; a block opens with its keyword,
+        # so they are those ``_inside`` finds. A scan of every `train()` of the module was
+        # quadratic in large files.)
+        return any(self._mode_call(c) == TRAIN for c in self.model.calls_in(region))
 
     def eval_insertion(self, scope: EvalScope) -> cst.BaseStatement | None:
         """The statement to put ``model.eval()`` before: the start of an evaluation function
