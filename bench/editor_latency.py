@@ -7,7 +7,7 @@ fixable) is opened in `torchlint lsp`, driven over stdio as an editor drives it.
 - change: from a `didChange` (one line edited, the document left alone before it) to the
   diagnostics of the new version; the server lints such a change at once;
 - typing: five `didChange`s 0.1 s apart (after a pause), from the last one to the diagnostics
-  of its version; this includes the server's debounce (0.2 s), as in an editor;
+  of its version; this includes the server's debounce (0.05 s), as in an editor;
 - quick fix: a `textDocument/codeAction` request for the quick fixes of 10 diagnostics;
 - fix all: the `source.fixAll.torchlint` action, resolved (the engine's fixes of the whole
   file).

@@ -315,3 +315,41 @@ def test_a_cancelled_lint_stops_at_a_statement_and_leaves_the_parse_cache_for_th
     assert len(asked) > 20
     assert [(f.code, f.start, f.message) for f in finished.findings] == [(f.code, f.start, f.message) for f in plain.findings]
     assert all(cache.pieces.get(key) is piece for key, piece in pieces.items())
+
+
+def test_a_cancelled_lint_stops_between_the_stages_of_the_semantic_facts() -> None:
+    """The semantic model is built whole at the first rule's question (its scopes, its
+    collecting pass, then each facet on first use): the lint asks ``cancelled`` before each
+    of those stages too, so an editor's lint stops there rather than after them."""
+    import sys
+    import traceback
+    from pathlib import Path
+
+    from torchlint.config import select_rules
+    from torchlint.engine import Cancelled
+    from torchlint.semantic import SemanticModel
+
+    text = (Path(__file__).parent.parent / "fixtures" / "example" / "train.py").read_text()
+    rules = select_rules(None, [], [])
+    building = SemanticModel.__init__.__code__
+
+    def cancelled() -> bool:  # true once asked from inside the model's construction
+        frame = sys._getframe()
+        while frame is not None and frame.f_code is not building:
+            frame = frame.f_back
+        return frame is not None
+
+    with pytest.raises(Cancelled) as raised:
+        lint_module_source(text, rules, FixMode.NONE, True, cancelled=cancelled)
+    frames = [frame.f_code for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
+    # It stopped inside the model's construction, before its scopes were resolved.
+    assert building in frames
+    assert not any(code.co_name == "resolve" for code in frames)
+
+    # Each stage asks: the scopes, the collecting pass, and each facet as it is first used.
+    stages = []
+    module = cst.parse_module(text)
+    model = SemanticModel(cst.MetadataWrapper(module, unsafe_skip_copy=True), checkpoint=lambda: stages.append(1))
+    assert len(stages) == 2
+    model.training, model.evaluation, model.devices
+    assert len(stages) >= 5

@@ -467,3 +467,66 @@ def test_walk_function_is_iter_child_nodes_order() -> None:
                 assert list(_walk_function(node)) == list(reference(node))
                 checked += 1
     assert checked > 500
+
+
+MEMO_BASE = '''import torch
+from models import Net, Other
+from evaluation import evaluate
+
+model = Net()
+
+
+@torch.no_grad()
+def check(loader):
+    evaluate(model, loader)
+
+
+def train(loader):
+    model.train()
+    helper(loader)
+    evaluate(model, loader)
+
+
+def helper(loader):
+    return Net()
+
+
+class Trainer:
+    def run(self):
+        self.model.eval()
+        evaluate(self.model, None)
+'''
+
+# Each version changes one thing a definition's summary depends on besides its own text.
+MEMO_VERSIONS = [
+    MEMO_BASE,
+    MEMO_BASE.replace("def helper(loader):\n    return Net()", "def helper(loader):\n    return Other()"),  # its own text
+    MEMO_BASE.replace("model = Net()", "model = Other()"),  # what a module-level name was built by
+    MEMO_BASE.replace("from evaluation import evaluate", "from metrics import evaluate"),  # an import
+    MEMO_BASE.replace("def helper(loader)", "def helper_(loader)"),  # the file's definitions
+    "\n\n" + MEMO_BASE,  # every line moved
+    MEMO_BASE.replace("\n", "\r\n"),
+    MEMO_BASE,
+]
+
+
+def test_an_editors_summary_memo_gives_the_summary_of_each_version():
+    """The language server keeps what each top-level definition's summary found, by its text
+    and what the module around it holds: every version's summary is the one made afresh,
+    and an unchanged definition is not walked again."""
+    from torchlint.positions import LintMemo
+    from torchlint.semantic import project
+
+    memo = LintMemo()
+    for text in MEMO_VERSIONS:
+        assert summarize(text, memo=memo) == summarize(text), text
+        memo.next_lint()
+
+    walked = []
+    original = project._Sites._body_sites
+    try:
+        project._Sites._body_sites = lambda self, node: walked.append(node.name) or original(self, node)
+        summarize(MEMO_VERSIONS[1], memo=memo)  # after MEMO_BASE: only helper changed
+    finally:
+        project._Sites._body_sites = original
+    assert walked == ["helper"]

@@ -69,6 +69,14 @@ _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 
 
+def source_rows(source: bytes | str) -> list:
+    """The source's lines, line endings kept, cut where Python's parser counts a new line
+    (at \n, \r\n and \r only): row ``n - 1`` is the ``ast`` tree's line ``n``."""
+    if isinstance(source, bytes):
+        return source.splitlines(keepends=True)  # bytes: at those three only
+    return _LINE.findall(source)[:-1] if source else []
+
+
 class ParseCache:
     """The pieces of a document's last parse, by their text, for its next version: an editor
     lints a document again after each change, and a change touches a piece or two. The
@@ -126,9 +134,7 @@ def _parse_in_pieces(
     if isinstance(source, bytes):
         if source.startswith(b"\xef\xbb\xbf") or any(_CODING.match(line) for line in source.split(b"\n", 2)[:2]):
             return None
-        rows = source.splitlines(keepends=True)  # bytes: at \n, \r\n and \r only, as Python's parser
-    else:
-        rows = _LINE.findall(source)[:-1] if source else []
+    rows = source_rows(source)
     if len(rows) < 2 * piece_lines:
         return None
     cuts, last, previous_end = [], 1, 0
@@ -298,9 +304,12 @@ def run_rules(
     of the module's top-level statements, when they are those of ``module``) lets positions
     be rendered one statement at a time, and ``position_memo`` (an editor's) those rendered for
     the statements of the document's last version. ``cancelled`` is asked at each statement
-    the traversal enters (``Cancelled``). Returns the findings and the module's positions."""
+    the traversal enters and between the long stages of the facts the rules share
+    (``RuleContext.checkpoint``): once true, ``Cancelled`` is raised there. Returns the
+    findings and the module's positions."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = RuleContext(wrapper, project, statement_lines, position_memo)
+    checkpoint = None if cancelled is None else functools.partial(_check, cancelled)
+    context = RuleContext(wrapper, project, statement_lines, position_memo, checkpoint)
     if rules:
         visitors: list[cst.BatchableCSTVisitor] = [rule(context) for rule in rules]
         if cancelled is not None:

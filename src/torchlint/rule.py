@@ -88,8 +88,12 @@ class RuleContext:
         project: object = None,
         statement_lines: StatementLines | None = None,
         position_memo: LintMemo | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.wrapper = wrapper
+        # Called between the long stages of the shared facts (an editor's lint raises there
+        # once the document has changed again); None: nothing to call.
+        self.checkpoint = checkpoint
         self.position_memo = position_memo  # an editor's positions of the document's last version
         self.module = wrapper.module
         self.project = project  # what the semantic layer knows of the file's project, opaque here
@@ -103,7 +107,7 @@ class RuleContext:
     def semantic(self) -> SemanticModel:
         from torchlint.semantic import SemanticModel
 
-        return SemanticModel(self.wrapper, self.project)
+        return SemanticModel(self.wrapper, self.project, self.checkpoint)
 
     @cached_property
     def positions(self) -> Positions:

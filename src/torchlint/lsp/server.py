@@ -41,14 +41,18 @@ from pygls.workspace.position_codec import PositionCodec
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
 from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleFailure, cyclic_gc_paused, lint_module_source
+from torchlint.positions import LintMemo
 from torchlint.rule import Applicability, Finding, Location, syntax_tree
 from torchlint.semantic.project import ProjectIndex, ProjectView
 
 SOURCE = "torchlint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
-# A change is linted once typing pauses this long: the keystrokes of a word come 0.1 to 0.2 s
-# apart. A lint of an older version still running is told to stop (see _lint_later).
-DEBOUNCE_SECONDS = 0.2
+# A change is linted once typing pauses this long: the changes of one edit (a rename, a
+# paste, an editor's formatting) arrive together, and only the last is linted. Keystrokes come
+# 0.1 to 0.2 s apart: each is linted, and each stops the lint of the one before at its next
+# cancellation point (a statement, or a stage of the semantic facts), so the last keystroke's
+# diagnostics come a lint after it, not a lint and a longer debounce.
+DEBOUNCE_SECONDS = 0.05
 # A change to a document that has not changed for this long is linted at once: an edit made
 # after reading (a typo fixed) shows its diagnostics a debounce sooner. If more keystrokes
 # follow, that lint stops at the next one, and they are debounced.
@@ -114,13 +118,14 @@ class ProjectIndexes:
         except OSError:
             return None
 
-    def update(self, root: Path, path: Path, text: str, tree=None) -> tuple[ProjectView | None, bool]:
-        """Summarise the document's text (``tree``: its ``ast`` tree, if parsed) into its
-        root's index: what its lint sees of the project, and whether its summary changed."""
+    def update(self, root: Path, path: Path, text: str, tree=None, memo: LintMemo | None = None) -> tuple[ProjectView | None, bool]:
+        """Summarise the document's text (``tree``: its ``ast`` tree, if parsed; ``memo``: what
+        the summary of its last version kept) into its root's index: what its lint sees of the
+        project, and whether its summary changed."""
         with self._lock:
             index = self._indexes.setdefault(root, ProjectIndex(root))
             before = index.summaries.get(path)
-            index.update(path, text, self._read, tree)
+            index.update(path, text, self._read, tree, memo)
             changed = index.summaries.get(path) != before
             # The lint runs in its own thread while other documents update the index: it gets
             # a copy of the tables (the summaries themselves never change).
@@ -295,6 +300,8 @@ class TorchlintServer(LanguageServer):
         self.shown_errors: set[str] = set()  # so a broken config is not announced on every keystroke
         # Per document, the pieces of its last lint's parse (used under its lint lock only).
         self.parse_caches: defaultdict[str, ParseCache] = defaultdict(ParseCache)
+        # Per document, what the summary of its last version found in each definition (ditto).
+        self.summary_memos: defaultdict[str, LintMemo] = defaultdict(LintMemo)
 
     # --- documents
 
@@ -395,6 +402,8 @@ class TorchlintServer(LanguageServer):
             tree = syntax_tree(snapshot.text)
         except Exception:  # the lint reports what is wrong
             tree = None
+        if cancelled is not None and cancelled():
+            return None, [], False
         project, changed = self.project_view(snapshot, settings, tree)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return [], [], changed
@@ -412,7 +421,13 @@ class TorchlintServer(LanguageServer):
     def project_view(self, snapshot: Snapshot, settings: Settings, tree=None) -> tuple[ProjectView | None, bool]:
         if snapshot.path is None or snapshot.path.suffix not in PYTHON_SUFFIXES:
             return None, False
-        return self.projects.update(self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text, tree)
+        memo = self.summary_memos[snapshot.uri]
+        try:
+            return self.projects.update(
+                self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text, tree, memo
+            )
+        finally:
+            memo.next_lint()  # what this version did not use is dropped
 
     def lint_dependents(self, path: Path | None) -> None:
         """Lint again the open documents whose lint depends on ``path`` (they import it, or it
@@ -452,6 +467,7 @@ class TorchlintServer(LanguageServer):
         self.safe_fix_known.pop(uri, None)
         self.lint_locks.pop(uri, None)
         self.parse_caches.pop(uri, None)
+        self.summary_memos.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         self.forget_unsaved(uri)
 

@@ -315,14 +315,24 @@ def _comp_fors(comp: cst.CompFor | None) -> Iterator[cst.CompFor]:
         comp = comp.inner_for_in
 
 
+def _nothing() -> None:
+    pass
+
+
 class SemanticModel:
     """Facts about one file's PyTorch objects. Build it with ``SemanticModel.build(wrapper)``."""
 
 
-    def __init__(self, wrapper: MetadataWrapper, project: ProjectView | None = None) -> None:
+    def __init__(
+        self, wrapper: MetadataWrapper, project: ProjectView | None = None, checkpoint: Callable[[], None] | None = None
+    ) -> None:
         self.wrapper = wrapper
         self.project = project  # the project index as this file sees it (semantic/project.py)
+        # Called before each long stage (the scopes, the collecting pass, each facet): the
+        # engine's way to stop an editor's lint that is no longer wanted (it raises there).
+        self.checkpoint = checkpoint or _nothing
         self.module = wrapper.module
+        self.checkpoint()
         self.scopes = wrapper.resolve(ScopeProvider)
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
         self._imported_cache: dict[cst.CSTNode, list[str]] = {}
@@ -342,6 +352,7 @@ class SemanticModel:
         self._kind_cache: dict[cst.CSTNode, Kind | None] = {}
         self._in_progress: set[cst.CSTNode] = set()
         self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
+        self.checkpoint()
         self.module.visit(_Collector(self))
 
     # --- facets, each computed on first use ----------------------------------------------
@@ -381,6 +392,7 @@ class SemanticModel:
         """Training iterations, optimizer steps, gradient clearing, loss tensors."""
         from torchlint.semantic.training import TrainingFacts
 
+        self.checkpoint()
         return TrainingFacts(self)
 
     @cached_property
@@ -388,6 +400,7 @@ class SemanticModel:
         """Evaluation scopes and whether the model is in eval mode / grad is off there."""
         from torchlint.semantic.evaluation import EvaluationFacts
 
+        self.checkpoint()
         return EvaluationFacts(self)
 
     @cached_property
@@ -395,6 +408,7 @@ class SemanticModel:
         """Device choices: hardcoded CUDA strings and calls, availability guards, `device` names."""
         from torchlint.semantic.devices import DeviceFacts
 
+        self.checkpoint()
         return DeviceFacts(self)
 
     # --- names -------------------------------------------------------------------------

@@ -1016,6 +1016,7 @@ class EvaluationFacts:
                 scopes.append(EvalScope("loop", loop, function, forwards))
         scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
         functions = {s.node for s in scopes}
+        self.model.checkpoint()  # (the longest part follows)
         scopes.extend(self._statement_scopes(scopes, functions))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
-from torchlint.engine import cyclic_gc_paused
+from torchlint.engine import cyclic_gc_paused, source_rows
+from torchlint.positions import LintMemo
 from torchlint.rule import syntax_tree
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
@@ -101,14 +102,17 @@ class ModuleSummary:
 
 
 @cyclic_gc_paused  # as while a file is linted: the tree is no garbage
-def summarize(source: bytes | str, tree: ast.Module | None = None) -> ModuleSummary | None:
+def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMemo | None = None) -> ModuleSummary | None:
     """The summary of one module's source (``tree``: its ``ast`` tree, when the caller has
-    parsed it); None when it does not parse."""
+    parsed it); None when it does not parse. ``memo`` (an editor's, per document) keeps what
+    was found in each top-level function and class of the last version: one whose text, and
+    what the module around it holds (imports, definitions, what module-level names were
+    built by), are unchanged is not walked again."""
     try:
         if tree is None:
             tree = syntax_tree(source)  # the lint's own syntax check, warnings silenced
         # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
-        return _Summarizer(tree).summary()
+        return _Summarizer(tree, source_rows(source) if memo is not None else None, memo).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -144,8 +148,9 @@ def _statements_breadth_first(tree: ast.Module) -> Iterator[ast.AST]:
 
 
 class _Summarizer:
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, rows: list | None = None, memo: LintMemo | None = None) -> None:
         self.tree = tree
+        self.rows, self.memo = rows, memo  # the source's lines, for ``memo``'s keys
         self.imports: dict[str, str] = {}  # every import binding of the file, by local name
         self.top_imports: list[tuple[str, str]] = []
         self.modules: list[str] = []
@@ -157,6 +162,17 @@ class _Summarizer:
         for node in _statements_breadth_first(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._import(node, id(node) in top)
+        # What a definition's summary depends on besides its own text.
+        self.context = (tuple(self.imports.items()), frozenset(self.defined), frozenset(self.functions_defined))
+
+    def remembered(self, kind: str, node: ast.stmt, extra: tuple, make: Callable[[], object]) -> object:
+        """``make()``, or what it gave for the same text of the top-level definition ``node``
+        in the same context (``memo``'s)."""
+        if self.memo is None:
+            return make()
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        text = tuple(self.rows[first - 1 : node.end_lineno])
+        return self.memo.setdefault((kind, self.context, extra, text), make)
 
     def _import(self, node: ast.Import | ast.ImportFrom, top: bool) -> None:
         if isinstance(node, ast.Import):
@@ -203,9 +219,9 @@ class _Summarizer:
         classes, functions = [], []
         for node in self.tree.body:
             if isinstance(node, ast.ClassDef):
-                classes.append(self._class(node))
+                classes.append(self.remembered("class", node, (), lambda: self._class(node)))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.append(self._function(node))
+                functions.append(self.remembered("function", node, (), lambda: self._function(node)))
         sites = _Sites(self)
         sites.visit(self.tree)
         return ModuleSummary(
@@ -372,11 +388,31 @@ class _Sites(ast.NodeVisitor):
         saved = self.body, self.grad_withs
         self.body = _Body(node.name if not self.scopes else "", self.body.owned or self._owned(node, cls), decorated or inherited)
         self.grad_withs = 0
+        if self.scopes:
+            self._walk_body(node)
+        else:  # a top-level function's calls depend on its text, and on what module-level names were built by
+            calls, references = self.summarizer.remembered(
+                "sites", node, tuple(self.module_body.built.items()), lambda: self._body_sites(node)
+            )
+            self.calls.extend(calls)
+            self.references.extend(references)
+        self.body, self.grad_withs = saved
+
+    def _walk_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.scopes.append(node)
         for statement in node.body:
             self.visit(statement)
         self.scopes.pop()
-        self.body, self.grad_withs = saved
+
+    def _body_sites(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[CallSite], list[str]]:
+        """The calls and references a function's body adds, walked on their own."""
+        outer = self.calls, self.references
+        self.calls, self.references = [], []
+        try:
+            self._walk_body(node)
+            return self.calls, self.references
+        finally:
+            self.calls, self.references = outer
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -754,12 +790,14 @@ class ProjectIndex:
         source: bytes | str,
         read: Callable[[Path], bytes | str | None] | None = None,
         tree: ast.Module | None = None,
+        memo: LintMemo | None = None,
     ) -> None:
         """Summarise ``path`` from ``source`` (an editor's unsaved text; ``tree``, its ``ast``
-        tree if parsed already) and add the files it imports that are not indexed yet."""
+        tree if parsed already; ``memo``, what the summary of its last version kept) and add
+        the files it imports that are not indexed yet."""
         path = Path(os.path.abspath(path))
         self._folders = self._callers = None
-        summary = summarize(source, tree)
+        summary = summarize(source, tree, memo)
         if summary is None:
             self.summaries.pop(path, None)
             self.imports.pop(path, None)
