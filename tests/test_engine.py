@@ -346,10 +346,29 @@ def test_a_cancelled_lint_stops_between_the_stages_of_the_semantic_facts() -> No
     assert building in frames
     assert not any(code.co_name == "resolve" for code in frames)
 
+    # Within the two walks of the model's construction, each statement asks too.
+    from torchlint.semantic import _Collector
+    from torchlint.traversal import STATEMENTS, ScopeProvider
+
+    for walk in (ScopeProvider.visit_Module.__code__, _Collector.on_visit.__code__):
+        building = walk
+        with pytest.raises(Cancelled) as raised:
+            lint_module_source(text, rules, FixMode.NONE, True, cancelled=cancelled)
+        assert walk in [frame.f_code for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
+
     # Each stage asks: the scopes, the collecting pass, and each facet as it is first used.
     stages = []
     module = cst.parse_module(text)
     model = SemanticModel(cst.MetadataWrapper(module, unsafe_skip_copy=True), checkpoint=lambda: stages.append(1))
-    assert len(stages) == 2
+
+    class Statements(cst.CSTVisitor):
+        count = 0
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            Statements.count += type(node) in STATEMENTS
+            return True
+
+    module.visit(Statements())
+    assert len(stages) == 2 + 2 * Statements.count  # before each walk, and at each statement of both
     model.training, model.evaluation, model.devices
-    assert len(stages) >= 5
+    assert len(stages) >= 5 + 2 * Statements.count

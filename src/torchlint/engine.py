@@ -23,7 +23,7 @@ from libcst.metadata import MetadataWrapper
 from torchlint._startup import gc_paused
 from torchlint.positions import LintMemo, Positions, StatementLines, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
-from torchlint.traversal import fast_walks, visit_batched
+from torchlint.traversal import STATEMENTS, fast_walks, visit_batched
 
 INVALID_FILE = "TL000"
 # A fix can enable another (or be deferred by an overlapping one): re-lint until stable.
@@ -102,14 +102,18 @@ class ParseCache:
 
 
 def _parse_checked(
-    source: bytes | str, lines: StatementLines | None = None, piece_lines: int = PIECE_LINES, cache: ParseCache | None = None
+    source: bytes | str,
+    lines: StatementLines | None = None,
+    piece_lines: int = PIECE_LINES,
+    cache: ParseCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> cst.Module:
     """``parse`` of a source Python's parser has accepted; ``lines`` (its top-level
     statements' lines, from that parser) lets a large one be parsed in pieces, and any one
-    in the pieces of ``cache``."""
+    in the pieces of ``cache`` (``cancelled`` asked before each piece)."""
     if cache is not None:
         piece_lines = cache.piece_lines
-    module = _parse_in_pieces(source, lines, piece_lines, cache) if lines else None
+    module = _parse_in_pieces(source, lines, piece_lines, cache, cancelled) if lines else None
     if module is None:
         module = cst.parse_module(source)
     if not module.has_trailing_newline and source.endswith(b"\r" if isinstance(source, bytes) else "\r"):
@@ -120,7 +124,11 @@ def _parse_checked(
 
 
 def _parse_in_pieces(
-    source: bytes | str, lines: StatementLines, piece_lines: int, cache: ParseCache | None = None
+    source: bytes | str,
+    lines: StatementLines,
+    piece_lines: int,
+    cache: ParseCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> cst.Module | None:
     """The module as ``cst.parse_module`` gives it, parsed in pieces cut before top-level
     statements that start on a line of their own, about ``piece_lines`` apart; None for a
@@ -151,7 +159,10 @@ def _parse_in_pieces(
     if cache is None:
         pieces = [cst.parse_module(text) for text in texts]
     else:
-        pieces = [cache.pieces.setdefault(text, functools.partial(cst.parse_module, text)) for text in texts]
+        pieces = []
+        for text in texts:
+            _check(cancelled)
+            pieces.append(cache.pieces.setdefault(text, functools.partial(cst.parse_module, text)))
     body: list[cst.BaseStatement] = []
     for index, (before, piece) in enumerate(zip([None, *pieces], pieces)):
         statements = list(piece.body)
@@ -334,14 +345,12 @@ def _check(cancelled: Callable[[], bool] | None) -> None:
 class _CancelPoints(cst.BatchableCSTVisitor):
     """Asks ``cancelled`` as the rules' traversal enters each statement."""
 
-    STATEMENTS = ("SimpleStatementLine", "FunctionDef", "ClassDef", "For", "While", "If", "With", "Try")
-
     def __init__(self, cancelled: Callable[[], bool]) -> None:
         super().__init__()
         self.cancelled = cancelled
 
     def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
-        return {f"visit_{name}": self._enter for name in self.STATEMENTS}
+        return {f"visit_{kind.__name__}": self._enter for kind in STATEMENTS}
 
     def _enter(self, node: cst.CSTNode) -> None:
         _check(self.cancelled)
@@ -750,8 +759,9 @@ def lint_module_source(
     (the tests compare the two). ``parse_cache`` (an editor's, per document) lets the
     parse reuse the pieces of the document's last version; ``tree`` is the source's ``ast``
     tree, when the caller has parsed it for itself. ``cancelled`` (an editor's) is asked
-    before the parse and at each statement the rules' traversal enters: once it is true,
-    the lint stops there and raises ``Cancelled``.
+    before the parse and each of its cached pieces, at each statement the rules' traversal
+    enters, and before and within the semantic facts' long stages (``run_rules``): once it
+    is true, the lint stops there and raises ``Cancelled``.
     """
     try:
         return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled)
@@ -769,7 +779,7 @@ def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_
         if not any(map(visits, rules)):
             return SourceResult([], source, source)
         _check(cancelled)
-        module = _parse_checked(source, lines, cache=parse_cache)
+        module = _parse_checked(source, lines, cache=parse_cache, cancelled=cancelled)
     except Exception as error:  # any parse failure is a finding, never a crash
         return SourceResult([parse_error_finding(error)], source, source)
     failures: dict[str, BaseException] = {}

@@ -389,9 +389,12 @@ else:
         def __init__(self, provider) -> None:
             super().__init__(provider)
             self.stored: set[CSTNode] = set()
+            self.check = getattr(_checks, "check", None)  # (``checkpoints``)
 
         def on_visit(self, node: CSTNode) -> bool:
             kind = type(node)
+            if self.check is not None and kind in STATEMENTS:
+                self.check()
             attribute = _BINDING_TARGETS.get(kind)
             if attribute is not None:
                 value = getattr(node, attribute)
@@ -448,6 +451,23 @@ else:
 
 _lock = threading.Lock()
 _active = 0
+
+# Statements: where a long walk asks whether to go on (``checkpoints``).
+STATEMENTS = frozenset({cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.If, cst.With, cst.Try})
+_checks = threading.local()
+
+
+@contextlib.contextmanager
+def checkpoints(check: Callable[[], None] | None) -> Iterator[None]:
+    """While this is active, the scope analysis run in this thread calls ``check`` (None:
+    nothing) at each statement it enters: an editor's way to stop it half-way (``check``
+    raises)."""
+    previous = getattr(_checks, "check", None)
+    _checks.check = check
+    try:
+        yield
+    finally:
+        _checks.check = previous
 
 
 @contextlib.contextmanager

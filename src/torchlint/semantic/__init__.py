@@ -33,7 +33,7 @@ from libcst.metadata import (
     Scope,
 )
 
-from torchlint.traversal import FastDispatch, ScopeProvider
+from torchlint.traversal import STATEMENTS, FastDispatch, ScopeProvider, checkpoints
 
 if TYPE_CHECKING:
     from torchlint.semantic.project import ProjectView
@@ -153,12 +153,15 @@ class _Collector(FastDispatch, cst.CSTVisitor):
         self.class_stack: list[ClassInfo] = []
         self.function_stack: list[cst.FunctionDef] = []
         self.node_stack: list[cst.CSTNode] = []
+        self.check = None if model.checkpoint is _nothing else model.checkpoint
 
     # Parents are recorded here rather than by ParentNodeProvider, which rebuilds every
     # node's children and cost a seventh of the run; so is each node's place in the walk,
     # which orders nodes without rendering the module for their positions, and what the
     # facets' scans look at (see ``SemanticModel.replay``).
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.check is not None and type(node) in STATEMENTS:
+            self.check()  # (the model's checkpoint: an editor's lint may stop here)
         if self.node_stack:
             self.model.parents[node] = self.node_stack[-1]
         self.node_stack.append(node)
@@ -328,12 +331,14 @@ class SemanticModel:
     ) -> None:
         self.wrapper = wrapper
         self.project = project  # the project index as this file sees it (semantic/project.py)
-        # Called before each long stage (the scopes, the collecting pass, each facet): the
-        # engine's way to stop an editor's lint that is no longer wanted (it raises there).
+        # Called before each long stage (the scopes, the collecting pass, each facet) and at
+        # each statement the first two walk: the engine's way to stop an editor's lint that
+        # is no longer wanted (it raises there).
         self.checkpoint = checkpoint or _nothing
         self.module = wrapper.module
         self.checkpoint()
-        self.scopes = wrapper.resolve(ScopeProvider)
+        with checkpoints(checkpoint):  # (asked at each statement the scope analysis enters)
+            self.scopes = wrapper.resolve(ScopeProvider)
         self._qname_cache: dict[cst.CSTNode, list[str]] = {}
         self._imported_cache: dict[cst.CSTNode, list[str]] = {}
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}

@@ -1016,7 +1016,6 @@ class EvaluationFacts:
                 scopes.append(EvalScope("loop", loop, function, forwards))
         scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
         functions = {s.node for s in scopes}
-        self.model.checkpoint()  # (the longest part follows)
         scopes.extend(self._statement_scopes(scopes, functions))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 
@@ -1085,6 +1084,7 @@ class EvaluationFacts:
         groups: dict[tuple, EvalScope] = {}
         covered = self._covering(s.node for s in scopes)
         for function, calls in self.calls_in.items():
+            self.model.checkpoint()  # (the longest part of the facts: an editor's lint may stop here)
             if function is not None and (functions.intersection(self._enclosing_functions(function)) or self._framework_owned(function)):
                 continue
             loads = self._loads(function)
