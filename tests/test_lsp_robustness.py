@@ -208,3 +208,36 @@ def test_a_change_after_a_pause_is_linted_at_once_and_stops_the_lint_of_the_vers
     ls.running[uri] = running = threading.Event()
     ls.close(uri)  # a closed document's lint stops too, and its history goes
     assert running.is_set() and uri not in ls.running and uri not in ls.last_change
+
+
+def test_fix_all_starts_from_the_parse_of_the_documents_last_lint(tmp_path, monkeypatch):
+    """The fix-all's first pass parses with the document's parse cache (under its lint lock):
+    the pieces its last lint parsed are not parsed again, and the fixed text is the engine's
+    own, from a parse of its own."""
+    import libcst
+    from pygls.workspace import Workspace
+
+    from torchlint.config import select_rules
+    from torchlint.engine import FixMode, lint_module_source
+    from torchlint.lsp import server as lsp
+
+    block = "def train_{i}(model, loader):\n    model.cuda()\n    torch.save(model, 'm.pt')\n\n\n"
+    text = "import torch\n\n\n" + "".join(block.format(i=i) for i in range(40))
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    ls = lsp.create_server()
+    ls.protocol._workspace = Workspace(tmp_path.as_uri())
+    snapshot = lsp.Snapshot(path.as_uri(), 1, text, path)
+    ls.lint(snapshot)
+    cache = ls.parse_caches[snapshot.uri]
+    pieces = dict(cache.pieces._last)  # (what the next lint may reuse)
+    assert len(pieces) > 2
+
+    parsed = []
+    original = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda *args, **kwargs: parsed.append(args) or original(*args, **kwargs))
+    fixed = ls.fix_safely(snapshot)
+    monkeypatch.undo()
+    assert parsed == []  # every piece came from the cache
+    expected = lint_module_source(text, select_rules(None, [], []), FixMode.SAFE).fixed_source
+    assert fixed == expected != text

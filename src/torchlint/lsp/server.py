@@ -150,6 +150,15 @@ class ProjectIndexes:
 # --- findings as LSP objects ------------------------------------------------------------
 
 
+def _syntax_tree(text: str):
+    """The document's ``ast`` tree, parsed once for the project index's summary and the lint;
+    None if it does not parse (the lint reports what is wrong)."""
+    try:
+        return syntax_tree(text)
+    except Exception:
+        return None
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of ``text`` with their line breaks; the last one may be empty."""
     return _LINE_BREAK.split(text)
@@ -398,10 +407,7 @@ class TorchlintServer(LanguageServer):
         the rules that failed on it, and whether its summary in the project index changed;
         runs in a worker thread."""
         settings = self.settings_for(snapshot.path)
-        try:  # parsed once, for the project index's summary and for the lint
-            tree = syntax_tree(snapshot.text)
-        except Exception:  # the lint reports what is wrong
-            tree = None
+        tree = _syntax_tree(snapshot.text)
         if cancelled is not None and cancelled():
             return None, [], False
         project, changed = self.project_view(snapshot, settings, tree)
@@ -441,12 +447,18 @@ class TorchlintServer(LanguageServer):
             self.schedule_lint(documents[dependent], DEBOUNCE_SECONDS)
 
     def fix_safely(self, snapshot: Snapshot) -> str:
-        """The document with every safe fix applied; runs in a worker thread."""
+        """The document with every safe fix applied; runs in a worker thread, under the
+        document's lint lock: its first pass parses with the document's parse cache (the
+        pieces and positions of the version its diagnostics came from)."""
         settings = self.settings_for(snapshot.path)
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return snapshot.text
-        project, _ = self.project_view(snapshot, settings)
-        result = lint_module_source(snapshot.text, settings.rules_for(snapshot.path), FixMode.SAFE, False, project)
+        tree = _syntax_tree(snapshot.text)
+        project, _ = self.project_view(snapshot, settings, tree)
+        result = lint_module_source(
+            snapshot.text, settings.rules_for(snapshot.path), FixMode.SAFE, False, project,
+            parse_cache=self.parse_caches[snapshot.uri], tree=tree,
+        )
         return result.fixed_source  # text in, text out
 
     def reload_settings(self) -> None:
@@ -533,7 +545,8 @@ class TorchlintServer(LanguageServer):
         snapshot = self.snapshot(uri)
         if snapshot is None:
             return None
-        fixed = await in_thread(self.fix_safely, snapshot)
+        async with self.lint_locks[uri]:  # (the parse cache is used under it only)
+            fixed = await in_thread(self.fix_safely, snapshot)
         self.garbage.collect()
         current = self.workspace.text_documents.get(uri)
         if fixed == snapshot.text or current is None or current.version != snapshot.version:
