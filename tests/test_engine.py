@@ -372,3 +372,40 @@ def test_a_cancelled_lint_stops_between_the_stages_of_the_semantic_facts() -> No
     assert len(stages) == 2 + 2 * Statements.count  # before each walk, and at each statement of both
     model.training, model.evaluation, model.devices
     assert len(stages) >= 5 + 2 * Statements.count
+
+
+def test_stopped_lints_leave_nothing_of_their_own_in_the_parse_cache(monkeypatch) -> None:
+    """While each keystroke stops the lint before, what those lints parsed is dropped (it was
+    for versions already replaced) and what the last finished lint left stays: the cache does
+    not grow with the keystrokes, and the next lint of an unchanged piece does not parse it."""
+    import sys
+    from pathlib import Path
+
+    import libcst
+
+    from torchlint.config import select_rules
+    from torchlint.engine import Cancelled, ParseCache, _CancelPoints
+
+    text = (Path(__file__).parent.parent / "fixtures" / "example" / "train.py").read_text()
+    rules = select_rules(None, [], [])
+    cache = ParseCache(piece_lines=3)
+    lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
+    sizes = (len(cache.pieces), len(cache.firsts), len(cache.positions))
+
+    def in_the_rules_walk() -> bool:  # true once the parse is done and the rules' walk has begun
+        frame = sys._getframe()
+        while frame is not None and frame.f_code is not _CancelPoints._enter.__code__:
+            frame = frame.f_back
+        return frame is not None
+
+    for keystroke in range(8):
+        typed = text + "x" * (keystroke + 1) + " = 1\n"  # a new last piece each time
+        with pytest.raises(Cancelled):
+            lint_module_source(typed, rules, FixMode.NONE, True, parse_cache=cache, cancelled=in_the_rules_walk)
+        assert (len(cache.pieces), len(cache.firsts), len(cache.positions)) == sizes
+
+    parsed = []
+    original = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda *args, **kwargs: parsed.append(args) or original(*args, **kwargs))
+    lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
+    assert parsed == []

@@ -85,7 +85,8 @@ class ParseCache:
     kept. Node objects are immutable and nothing keeps facts about them between lints, so a
     piece's statements can stand in the next version's tree, and keep the positions they were
     given and the layouts of their fixes, moved by the lines added or removed above them.
-    Each is a ``positions.LintMemo``: what a lint does not use is dropped after it."""
+    Each is a ``positions.LintMemo``: what a lint does not use is dropped after it, and what a
+    lint that stopped half-way made (``stopped``) at once."""
 
     def __init__(self, piece_lines: int = 40) -> None:
         self.piece_lines = piece_lines
@@ -99,6 +100,10 @@ class ParseCache:
     def next_lint(self) -> None:
         for memo in (self.pieces, self.firsts, self.positions, self.layouts):
             memo.next_lint()
+
+    def stopped(self) -> None:
+        for memo in (self.pieces, self.firsts, self.positions, self.layouts):
+            memo.stopped()
 
 
 def _parse_checked(
@@ -766,7 +771,9 @@ def lint_module_source(
     try:
         return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled)
     except Cancelled:
-        parse_cache = None  # (it keeps what it held for the next lint: this one used only part of it)
+        if parse_cache is not None:
+            parse_cache.stopped()  # (what the last lint left stays for the next; this one's goes)
+            parse_cache = None
         raise
     finally:
         if parse_cache is not None:

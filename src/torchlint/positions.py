@@ -71,6 +71,12 @@ class LintMemo:
     def next_lint(self) -> None:
         self._last, self._used = self._used, {}
 
+    def stopped(self) -> None:
+        """The lint stopped half-way (its document changed again): what it made is dropped (it
+        was for a version already replaced), and what it used of the last lint stays, as it
+        was, for the next (nothing piles up while each keystroke stops the lint before)."""
+        self._used = {}
+
     def __len__(self) -> int:
         return len(self._last.keys() | self._used.keys())
 
