@@ -71,7 +71,8 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 
 def source_rows(source: bytes | str) -> list:
     """The source's lines, line endings kept, cut where Python's parser counts a new line
-    (at \n, \r\n and \r only): row ``n - 1`` is the ``ast`` tree's line ``n``."""
+    (at a line feed, a carriage return and the two together only): row ``n - 1`` is the
+    ``ast`` tree's line ``n``."""
     if isinstance(source, bytes):
         return source.splitlines(keepends=True)  # bytes: at those three only
     return _LINE.findall(source)[:-1] if source else []
