@@ -147,9 +147,6 @@ class ProjectIndexes:
             self._indexes.clear()
 
 
-# --- findings as LSP objects ------------------------------------------------------------
-
-
 def _syntax_tree(text: str):
     """The document's ``ast`` tree, parsed once for the project index's summary and the lint;
     None if it does not parse (the lint reports what is wrong)."""
@@ -157,6 +154,9 @@ def _syntax_tree(text: str):
         return syntax_tree(text)
     except Exception:
         return None
+
+
+# --- findings as LSP objects ------------------------------------------------------------
 
 
 def split_lines(text: str) -> list[str]:

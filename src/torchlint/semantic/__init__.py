@@ -153,7 +153,7 @@ class _Collector(FastDispatch, cst.CSTVisitor):
         self.class_stack: list[ClassInfo] = []
         self.function_stack: list[cst.FunctionDef] = []
         self.node_stack: list[cst.CSTNode] = []
-        self.check = None if model.checkpoint is _nothing else model.checkpoint
+        self.check = model.check
 
     # Parents are recorded here rather than by ParentNodeProvider, which rebuilds every
     # node's children and cost a seventh of the run; so is each node's place in the walk,
@@ -318,10 +318,6 @@ def _comp_fors(comp: cst.CompFor | None) -> Iterator[cst.CompFor]:
         comp = comp.inner_for_in
 
 
-def _nothing() -> None:
-    pass
-
-
 class SemanticModel:
     """Facts about one file's PyTorch objects. Build it with ``SemanticModel.build(wrapper)``."""
 
@@ -333,8 +329,8 @@ class SemanticModel:
         self.project = project  # the project index as this file sees it (semantic/project.py)
         # Called before each long stage (the scopes, the collecting pass, each facet) and at
         # each statement the first two walk: the engine's way to stop an editor's lint that
-        # is no longer wanted (it raises there).
-        self.checkpoint = checkpoint or _nothing
+        # is no longer wanted (it raises there). None: nothing to call.
+        self.check = checkpoint
         self.module = wrapper.module
         self.checkpoint()
         with checkpoints(checkpoint):  # (asked at each statement the scope analysis enters)
@@ -359,6 +355,11 @@ class SemanticModel:
         self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
         self.checkpoint()
         self.module.visit(_Collector(self))
+
+    def checkpoint(self) -> None:
+        """Where a long stage of the facts begins: ``check``, if any, may stop the lint."""
+        if self.check is not None:
+            self.check()
 
     # --- facets, each computed on first use ----------------------------------------------
 
