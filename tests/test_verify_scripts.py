@@ -155,6 +155,38 @@ def test_gan_is_judged_adversarial():
     assert found["learns"].evidence["adversarial"] is True
 
 
+_cuda_results: dict[Path, object] = {}
+
+
+def cuda_result_of(script: Path):
+    """The verifier's result on a corpus script run with --device cuda; the first call runs them all."""
+    if not _cuda_results:
+        scripts = [*CORRECT, *BUGGY]
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            _cuda_results.update(zip(scripts, pool.map(lambda s: run(s, device="cuda"), scripts)))
+    return _cuda_results[script]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("script", CORRECT, ids=lambda p: p.name)
+def test_correct_script_has_no_failure_on_cuda(script):
+    result = cuda_result_of(script)
+    assert result.facts["device"]["cuda_available"] is True
+    assert statuses(result)["runs"] == PASS, [c.to_json() for c in result.checks if c.check == "runs"]
+    assert not result.failed, [c.to_json() for c in result.checks if c.status == FAIL]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("script", BUGGY, ids=lambda p: p.name)
+def test_buggy_script_fails_exactly_its_check_on_cuda(script):
+    check, _ = header(script)
+    failed = {name for name, status in statuses(cuda_result_of(script)).items() if status == FAIL}
+    # With CUDA visible the hardcoded-CUDA script runs fine: only --device cpu can prove TL201.
+    assert failed == (set() if check == "TL201" else {check}), failed
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("script", STATICALLY_FIXED, ids=lambda p: p.name)
