@@ -16,9 +16,10 @@ class InferenceWithGrad(Rule):
     training loop, and helpers (decoders, samplers) called only from evaluation code.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
     are plain functions used as models, tests, methods of `nn.Module` subclasses, forward
-    passes on made-up tensors (`torch.rand(...)`) after loading weights, and functions
-    passed by name or called from one (a forward function given to an attribution method,
-    which differentiates its output).
+    passes on made-up tensors (`torch.rand(...)`) after loading weights or whose output only
+    has its shape read (a model file's `test()` printing `net(torch.randn(...)).size()`),
+    and functions passed by name or called from one (a forward function given to an
+    attribution method, which differentiates its output).
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all

@@ -88,6 +88,8 @@ _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 _RANDOM_TENSORS = frozenset(
     f"torch.{name}" for name in ("rand", "randn", "randint", "ones", "zeros", "empty", "full", "arange", "rand_like", "randn_like", "ones_like", "zeros_like")
 )
+# What a shape check reads of a model's output.
+_SHAPE_READS = frozenset({"shape", "size", "dim", "ndim"})
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
@@ -1063,6 +1065,11 @@ class EvaluationFacts:
         # is part of the training forward pass.
         if not any(self._inside(loop, function) for loop in self.loops) and any(map(self._feeds_backward, self.call_sites(function))):
             return None
+        # A `test()` that runs the model on made-up tensors and reads only the output's shape
+        # (`print(net(torch.randn(1, 3, 32, 32)).size())` in a model file's main block)
+        # predicts nothing.
+        if all(self._on_random_input(f) and self._shape_read_only(f) for f in forwards):
+            return None
         core = bool(_EVAL_FUNCTION_WORDS.intersection(words(function.name.value)))
         return EvalScope("function", function, function, forwards, core=core)
 
@@ -1127,6 +1134,24 @@ class EvaluationFacts:
         a check that the weights loaded, not inference."""
         values = [a.value for a in call.args]
         return bool(values) and all(self._random_tensor(v, frozenset()) for v in values)
+
+    def _shape_read_only(self, call: cst.Call) -> bool:
+        """A forward pass whose output is read for its shape alone: ``net(x).shape``, or
+        ``y = net(x)`` with every use of ``y`` a ``y.size()``, ``y.shape`` (at least one)."""
+        parent = self.model.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            return parent.attr.value in _SHAPE_READS
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        target = parent.targets[0].target
+        scope = self.model.scopes.get(target)
+        uses = [access.node for a in (scope.assignments[target.value] if scope is not None else ()) if a.node is target
+                for access in a.references]
+        return bool(uses) and all(
+            isinstance(attribute := self.model.parent(use), cst.Attribute) and attribute.value is use
+            and attribute.attr.value in _SHAPE_READS
+            for use in uses
+        )
 
     def _random_tensor(self, expr: cst.BaseExpression, seen: frozenset) -> bool:
         if isinstance(expr, cst.Call):
