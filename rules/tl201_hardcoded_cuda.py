@@ -30,8 +30,9 @@ class HardcodedCuda(Rule):
 
     Code that is CUDA-only by design is not reported either, with no `noqa` needed. The
     whole file is CUDA-only when it calls `init_process_group("nccl")` (or
-    `backend="nccl"`), calls `torch.cuda.set_device(...)` outside a device check, or imports
-    a GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
+    `backend="nccl"`), calls `torch.cuda.set_device(...)` outside a device check, calls a
+    function of another project file that does one of those on every path (DINO's
+    `utils.init_distributed_mode`, which exits without a GPU), or imports a GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
     CUTLASS, `torch.utils.cpp_extension`) outside `try`/`if`. DeepSpeed, bitsandbytes and
     xformers do not count: they run on other accelerators or the CPU. A function that runs
     a `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by

@@ -120,6 +120,52 @@ def test_cached_result_follows_a_sibling_change(tmp_path):
     assert "train.py:5:12: TL501" in run(*args).output
 
 
+def test_cached_result_follows_a_helper_that_stops_requiring_cuda(tmp_path):
+    os.chdir(tmp_path)
+    helper = "import torch\n\n\ndef setup(args):\n{early}    torch.cuda.set_device(args.gpu)\n"
+    (tmp_path / "utils.py").write_text(helper.format(early=""))
+    (tmp_path / "train.py").write_text("from torch import nn\n\nimport utils\n\nutils.setup(None)\nmodel = nn.Linear(2, 2).cuda()\n")
+    args = ("check", "--select", "TL201", "--output-format", "concise", "--exit-zero", "-j", "1", "train.py")
+    assert "TL201" not in run(*args).output
+    assert "TL201" not in run(*args).output  # from the cache
+    # The helper now returns first when not distributed: the script runs on CPUs again.
+    (tmp_path / "utils.py").write_text(helper.format(early="    if args is None:\n        return\n"))
+    assert "train.py:6:25: TL201" in run(*args).output
+
+
+def test_a_function_requires_cuda_when_every_path_sets_the_device_or_starts_nccl():
+    source = """
+import sys
+import torch
+import torch.distributed as dist
+
+def dino(args):
+    if not torch.cuda.is_available():
+        sys.exit(1)
+    dist.init_process_group("nccl")
+
+def deit(args):
+    if not args.distributed:
+        return
+    torch.cuda.set_device(args.gpu)
+
+def guarded(args):
+    if torch.cuda.is_available():
+        torch.cuda.set_device(args.gpu)
+
+def gloo(args):
+    dist.init_process_group(backend="gloo")
+
+def nested(args):
+    def later():
+        return None
+    torch.cuda.set_device(0)
+"""
+    summary = summarize(source)
+    found = {f.name: f.requires_cuda for f in summary.functions}
+    assert found == {"dino": "starts NCCL", "deit": "", "guarded": "", "gloo": "", "nested": "calls torch.cuda.set_device"}
+
+
 _EVALUATE = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n"
 _CALLER = "import torch\n\nfrom metrics import evaluate\n\n\ndef main(model, loader):\n    model.eval()\n{guard}    evaluate(model, loader)\n"
 

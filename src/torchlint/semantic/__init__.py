@@ -523,6 +523,10 @@ class SemanticModel:
         """``"eval"`` or ``"train"``: the mode an imported project function leaves modules in."""
         return self._project_fact(func, "mode_effect")
 
+    def project_requires_cuda(self, func: cst.BaseExpression) -> str | None:
+        """Why every call of an imported project function needs CUDA, or None."""
+        return self._project_fact(func, "requires_cuda")
+
     def project_callers_hold(self, function: cst.FunctionDef, fact: str) -> bool | None:
         """Whether ``fact`` (``"grad"``: gradients off, ``"eval"``: eval mode) holds at every
         call of a top-level function of this file in the project's other files; None when

@@ -64,6 +64,9 @@ class FunctionSummary:
     # Mode switches in the function's own body, in order: "eval", "train", or
     # "call:<qualified name>" for a call of a plain function (resolved when asked).
     mode_events: tuple[str, ...]
+    # Why every call of the function needs CUDA ("calls torch.cuda.set_device", "starts
+    # NCCL"), or "" (``_Summarizer._requires_cuda``).
+    requires_cuda: str = ""
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,29 @@ class _Summarizer:
                 event = self._mode_event(sub)
                 if event is not None:
                     events.append(event)
-        return FunctionSummary(node.name, tuple(returns), tuple(events))
+        return FunctionSummary(node.name, tuple(returns), tuple(events), self._requires_cuda(node))
+
+    def _requires_cuda(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+        """Why every call of the function needs CUDA: a statement of its own body (not inside
+        an ``if``, ``try`` or loop) calls ``torch.cuda.set_device`` or starts NCCL, and no
+        ``return`` comes before it (DINO's ``init_distributed_mode``, which exits without a
+        GPU; not DeiT's, which returns first when it is not distributed). "" otherwise."""
+        for statement in node.body:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                call = statement.value
+                qname = self.qualify(call.func) or ""
+                if qname == "torch.cuda.set_device":
+                    return "calls torch.cuda.set_device"
+                backend = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "backend")]
+                if qname.endswith(".init_process_group") and any(
+                    isinstance(b, ast.Constant) and b.value == "nccl" for b in backend
+                ):
+                    return "starts NCCL"
+            if not isinstance(statement, _NOT_WALKED) and any(
+                isinstance(sub, ast.Return) for sub in _walk_function(ast.Module(body=[statement], type_ignores=[]))
+            ):
+                return ""
+        return ""
 
     def _built_by(self, value: ast.expr, built: dict[str, str], returns_self: frozenset) -> str:
         while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in returns_self:
@@ -1229,6 +1254,14 @@ class ProjectView:
 
     # --- modes that functions leave models in
 
+    def requires_cuda(self, qname: str) -> str | None:
+        """Why every call of the project function ``qname`` needs CUDA (its body calls
+        ``torch.cuda.set_device`` or starts NCCL on every path); None otherwise."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, FunctionSummary):
+            return None
+        return found.definition.requires_cuda or None
+
     def mode_effect(self, qname: str) -> str | None:
         """``"eval"`` or ``"train"``: the mode the project function ``qname`` leaves modules
         in (its last mode switch, following the plain functions it calls); None otherwise."""
@@ -1324,7 +1357,7 @@ class ProjectView:
 
 
 # What the semantic model asks a ProjectView: every fact of other files a lint can depend on.
-QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "callers_hold", "argument_kinds")
+QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds")
 
 
 class AskedView:
@@ -1355,6 +1388,9 @@ class AskedView:
 
     def mode_effect(self, qname: str) -> str | None:
         return self._ask("mode_effect", qname)
+
+    def requires_cuda(self, qname: str) -> str | None:
+        return self._ask("requires_cuda", qname)
 
     def callers_hold(self, name: str, fact: str) -> bool | None:
         return self._ask("callers_hold", name, fact)
