@@ -5,9 +5,9 @@ design), and which expression already holds a torch device where a fix needs one
 CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it calls
 ``init_process_group("nccl")``, calls ``torch.cuda.set_device(...)``, ``torch.cuda.synchronize()``
 or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for a GPU, and raise
-without one: GPU benchmarks, kernel tests), or a function of another project file that calls
-``set_device`` or starts NCCL on every path (``ProjectView.requires_cuda``), defines Triton
-kernels, raises or exits when CUDA is missing, or imports a GPU-only library outside
+without one: GPU benchmarks, kernel tests), calls a function of another project file that
+calls ``set_device`` or starts NCCL on every path (``ProjectView.requires_cuda``), defines
+Triton kernels, raises or exits when CUDA is missing, or imports a GPU-only library outside
 ``try``/``if``. A function
 that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
 tensors), whatever the rest of the file does.

@@ -1252,7 +1252,7 @@ class ProjectView:
             return FREE
         return None
 
-    # --- modes that functions leave models in
+    # --- functions that need CUDA
 
     def requires_cuda(self, qname: str) -> str | None:
         """Why every call of the project function ``qname`` needs CUDA (its body calls
@@ -1261,6 +1261,8 @@ class ProjectView:
         if found is None or not isinstance(found.definition, FunctionSummary):
             return None
         return found.definition.requires_cuda or None
+
+    # --- modes that functions leave models in
 
     def mode_effect(self, qname: str) -> str | None:
         """``"eval"`` or ``"train"``: the mode the project function ``qname`` leaves modules
