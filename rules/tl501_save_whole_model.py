@@ -128,7 +128,7 @@ class SaveWholeModel(Rule):
         for load in self._loads_in(None):
             if self._is_in_memory_buffer(_argument(load, 0, "f")):
                 continue
-            if not all(self._inside_load_state_dict(use) for use in self._uses(load)):
+            if not all(self._inside_load_state_dict(use) for use in self.semantic.reads_of(load)):
                 return True
         return False
 
@@ -143,24 +143,13 @@ class SaveWholeModel(Rule):
             (loaded := _argument(load, 0, "f")) is not None
             and self.context.module.code_for_node(loaded) == code
             and _weights_only_false(load)
-            and not all(self._inside_load_state_dict(use) for use in self._uses(load))
+            and not all(self._inside_load_state_dict(use) for use in self.semantic.reads_of(load))
             for load in self._loads_in(function)
         )
 
     def _loads_in(self, node: cst.CSTNode | None) -> list[cst.Call]:
         """The ``torch.load(...)`` calls in ``node`` (None: the module)."""
         return [c for c in self.semantic.calls_in(node) if self.semantic.is_call_to(c, "torch.load")]
-
-    def _uses(self, load: cst.Call) -> list[cst.CSTNode]:
-        """Where the loaded object is read: the call itself, or each read of the name it is
-        bound to (``ckpt = torch.load(path)``)."""
-        parent = self.semantic.parent(load)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-            name = parent.targets[0].target
-            scope = self.semantic.scopes.get(name)
-            if scope is not None:
-                return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
-        return [load]
 
     def _inside_load_state_dict(self, node: cst.CSTNode) -> bool:
         for ancestor in self.semantic.ancestors(node):

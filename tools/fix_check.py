@@ -57,7 +57,7 @@ def python_of(path: Path) -> str:
     return "\n\n".join(cells)
 
 
-def undefined_names(source: str) -> set[str]:
+def undefined_names(source: str) -> set[str] | None:
     """pyflakes' undefined-name messages for the source, without their positions (None when
     pyflakes is not installed)."""
     try:

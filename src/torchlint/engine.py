@@ -98,12 +98,15 @@ class ParseCache:
         self.positions = LintMemo()  # the positions rendered for statements
         self.layouts = LintMemo()  # and their fixes' layouts (``EditRenderer``)
 
+    def _memos(self) -> tuple[LintMemo, ...]:
+        return self.pieces, self.firsts, self.positions, self.layouts
+
     def next_lint(self) -> None:
-        for memo in (self.pieces, self.firsts, self.positions, self.layouts):
+        for memo in self._memos():
             memo.next_lint()
 
     def stopped(self) -> None:
-        for memo in (self.pieces, self.firsts, self.positions, self.layouts):
+        for memo in self._memos():
             memo.stopped()
 
 

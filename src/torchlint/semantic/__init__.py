@@ -646,6 +646,17 @@ class SemanticModel:
                 return list(info.attribute_values.get(expr.attr.value, ()))
         return []
 
+    def reads_of(self, value: cst.BaseExpression) -> list[cst.CSTNode]:
+        """Where the value of an expression is read: the expression itself, or, when it is
+        assigned to a single name (``ckpt = torch.load(path)``), each read of that binding."""
+        parent = self.parent(value)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target
+            scope = self.scopes.get(name)
+            if scope is not None:
+                return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
+        return [value]
+
     def _effect_key(self, assignment: Assignment) -> float:
         # An assignment takes effect once its value is computed.
         value = self.bound_values.get(assignment.node)

@@ -1137,20 +1137,12 @@ class EvaluationFacts:
 
     def _shape_read_only(self, call: cst.Call) -> bool:
         """A forward pass whose output is read for its shape alone: ``net(x).shape``, or
-        ``y = net(x)`` with every use of ``y`` a ``y.size()``, ``y.shape`` (at least one)."""
-        parent = self.model.parent(call)
-        if isinstance(parent, cst.Attribute) and parent.value is call:
-            return parent.attr.value in _SHAPE_READS
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
-            return False
-        target = parent.targets[0].target
-        scope = self.model.scopes.get(target)
-        uses = [access.node for a in (scope.assignments[target.value] if scope is not None else ()) if a.node is target
-                for access in a.references]
-        return bool(uses) and all(
-            isinstance(attribute := self.model.parent(use), cst.Attribute) and attribute.value is use
+        ``y = net(x)`` with every read of ``y`` a ``y.size()``, ``y.shape`` (at least one)."""
+        reads = self.model.reads_of(call)
+        return bool(reads) and all(
+            isinstance(attribute := self.model.parent(read), cst.Attribute) and attribute.value is read
             and attribute.attr.value in _SHAPE_READS
-            for use in uses
+            for read in reads
         )
 
     def _random_tensor(self, expr: cst.BaseExpression, seen: frozenset) -> bool:
