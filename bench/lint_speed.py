@@ -71,6 +71,7 @@ class Job:
     tools: tuple[str, ...] = TOOLS
     repeat: int = 1  # runs per tool; the median counts
     note: str = ""
+    jobs: int = 1  # torchlint's and TorchFix's -j (ruff picks its own threads)
 
 
 def _lines(path: Path) -> int:
@@ -137,6 +138,9 @@ def build_jobs(args, scratch: Path) -> list[Job]:
         if size > TORCHFIX_MAX_GENERATED_LINES:
             jobs.append(_job(f"generated {size:,} lines", [path], tools=("torchlint", "ruff"),
                              note=f"not run above {TORCHFIX_MAX_GENERATED_LINES:,} lines", repeat=repeat))
+            if args.large_jobs > 1:  # a file this large is linted in pieces: side by side with -j
+                jobs.append(_job(f"generated {size:,} lines, -j {args.large_jobs}", [path], tools=("torchlint",),
+                                 repeat=repeat, jobs=args.large_jobs))
         else:
             jobs.append(_job(f"generated {size:,} lines", [path], repeat=repeat))
     return jobs
@@ -154,15 +158,15 @@ class Run:
     returncode: int
 
 
-def command(tool: str, executable: Path, files: list[Path], cache: bool = False) -> list[str]:
+def command(tool: str, executable: Path, files: list[Path], cache: bool = False, jobs: int = 1) -> list[str]:
     paths = list(map(str, files))
     if tool == "torchlint":
-        return [str(executable), "check", *([] if cache else ["--no-cache"]), "--exit-zero", "-j", "1",
+        return [str(executable), "check", *([] if cache else ["--no-cache"]), "--exit-zero", "-j", str(jobs),
                 "--output-format", "concise", *paths]
     if tool == "torchfix":
         # No check mode: without --fix it reports its findings (and a diff of its fixes).
         # With -j 1 LibCST's codemod runner works in this one process.
-        return [str(executable), "-j", "1", *paths]
+        return [str(executable), "-j", str(jobs), *paths]
     # ruff: every rule, no cache; it is multi-threaded, so its CPU-seconds count all threads.
     return [str(executable), "check", "--no-cache", "--exit-zero", "--select", "ALL", "--output-format", "concise", *paths]
 
@@ -214,7 +218,7 @@ def measure(jobs: list[Job], executables: dict[str, Path], cwd: Path) -> list[Jo
         runs: dict[str, list[Run]] = {tool: [] for tool in job.tools}
         for repetition in range(job.repeat):
             for tool in job.tools:  # interleaved, so that load falls on every tool alike
-                done = run(command(tool, executables[tool], job.files), cwd)
+                done = run(command(tool, executables[tool], job.files, jobs=job.jobs), cwd)
                 runs[tool].append(done)
                 progress(f"{job.name}: {tool} {done.cpu_s:.2f} CPU-s, {done.wall_s:.2f} s wall, "
                          f"peak {done.peak_mb:.0f} MB, {done.findings} findings")
@@ -399,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,100000", help="lines of the generated training files (default %(default)s)")
     parser.add_argument("--repeat", type=int, default=1, metavar="R",
                         help="runs of each tool on each job but the one-file job, interleaved; the medians count")
+    parser.add_argument("--large-jobs", type=int, default=2, metavar="N",
+                        help="also lint the generated files above 20,000 lines with torchlint -j N (its pieces side by "
+                             "side; default %(default)s; 1: not)")
     parser.add_argument("--repeat-single", type=int, default=5, metavar="R", help="runs of the one-file job; the median counts")
     parser.add_argument("--no-cache-job", action="store_true", help="skip measuring torchlint's cache")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")

@@ -42,3 +42,13 @@ def test_rows_stay_where_they_were():
     assert spans == [(4, 5), (8, 9)]
     blanked = piece_experiment.blanked(lines, spans[:1])
     assert blanked.splitlines() == ["import torch", "", "", "", "", "", "", "def b():", "    pass"]
+
+
+def test_the_planned_cut_holds_what_the_plain_cut_misses():
+    # The plain cut reports TL201 in the piece without `setup` (set_device); the engine's
+    # plan gives every piece `setup` (a fact of the whole file), and its pieces agree.
+    path = ROOT / "fixtures" / "rules" / "TL201" / "clean_set_device_local_rank.py"
+    piece_experiment.COUNTS.clear()
+    whole, pieces = piece_experiment.compare_planned(path.read_bytes(), RULES)
+    assert whole == pieces == set()
+    assert piece_experiment.COUNTS["pieces"] == 2 and piece_experiment.COUNTS["pieces with no context"] == 1  # setup's

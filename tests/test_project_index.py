@@ -489,7 +489,7 @@ def test_statements_come_in_the_order_ast_walk_gives() -> None:
     for source in sources:
         tree = ast.parse(source)
         expected = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
-        assert [n for n in _statements_breadth_first(tree) if isinstance(n, ast.stmt)] == expected
+        assert [n for _, n in _statements_breadth_first(tree.body) if isinstance(n, ast.stmt)] == expected
 
 
 def test_walk_function_is_iter_child_nodes_order() -> None:

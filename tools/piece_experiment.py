@@ -1,9 +1,17 @@
-"""How much of a file's lint depends on the rest of the file: groundwork for linting large
-files in pieces (issue 12: the 100,000-line file's time and memory).
+"""How much of a file's lint depends on the rest of the file, and whether the engine's lint
+in pieces (``engine.plan_pieces``, for files of 20,000 lines or more) is the whole file's.
 
-    python tools/piece_experiment.py CORPUS [--files N] [--pieces K] [--seed S]
+    python tools/piece_experiment.py CORPUS [--files N] [--pieces K] [--seed S] [--shard K/N]
+    python tools/piece_experiment.py CORPUS --planned [--shard K/N]
 
-For each Python file under CORPUS (a random sample of N, all by default) whose top-level
+``--planned`` cuts every file as the engine's lint in pieces does, with every definition a
+piece of its own, every chunk of the parse as small as the cuts allow and no limit on the
+context (``engine.lint_in_pieces(..., piece_lines=1, min_lines=0, max_context=1.0,
+chunk_lines=1)``), and compares its findings (rows, columns, codes, messages, fixes) with
+the whole file's lint: a difference is a context the plan got wrong. It also counts the
+pieces that needed no context, and those whose context was the whole file.
+
+Without ``--planned``, a plain cut, with no context: for each Python file under CORPUS (a random sample of N, all by default) whose top-level
 definitions (functions and classes, with their decorators) number two or more, the
 definitions are cut into K runs of consecutive ones; each run is linted together with the
 module-level statements that are not definitions (imports, assignments, ``if __name__``
@@ -24,7 +32,9 @@ import random
 from pathlib import Path
 
 from torchlint.config import select_rules
-from torchlint.engine import INVALID_FILE, lint_module_source
+from torchlint.engine import INVALID_FILE, lint_in_pieces, lint_module_source
+from torchlint.pieces import outline, plan
+from torchlint.semantic.pieces import SemanticHooks
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -70,24 +80,54 @@ def compare(text: str, pieces: int, rules) -> tuple[set, set] | None:
     return findings(text, rules), got
 
 
+COUNTS: collections.Counter = collections.Counter()
+
+
+def _key(f) -> tuple:
+    fix = None if f.fix is None else (f.fix.applicability, f.fix.message)
+    return (f.start.row, f.start.column, f.end.row, f.end.column, f.code, f.message, fix)
+
+
+def compare_planned(source: bytes, rules) -> tuple[set, set] | None:
+    """(the whole file's findings, ``engine.lint_in_pieces``'s with every definition a piece
+    of its own and no limit on the context), or None for a file not cut."""
+    pieces = lint_in_pieces(source, rules, None, SemanticHooks(), piece_lines=1, min_lines=0, max_context=1.0, chunk_lines=1)
+    if pieces is None:
+        return None
+    found = outline(iter([ast.parse(source).body]), SemanticHooks())
+    cuts = plan(found, 1, 1.0)
+    COUNTS["pieces"] += len(cuts)
+    COUNTS["pieces with no context"] += sum(not c.context for c in cuts)
+    COUNTS["pieces holding the whole file"] += sum(len(c.context) + len(c.own) == len(found.definitions) for c in cuts)
+    whole = lint_module_source(source, rules)
+    return {_key(f) for f in whole.findings}, {_key(f) for f in pieces.findings}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--files", type=int, default=0, help="a random sample of this many files (0: all)")
     parser.add_argument("--pieces", type=int, default=4, help="runs of definitions per file (default 4)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shard", default="0/1", help="K/N: every Nth file from the Kth (to run N at once)")
+    parser.add_argument("--planned", action="store_true",
+                        help="cut as the engine's lint in pieces does (its context), every definition a piece")
     options = parser.parse_args()
     rules = select_rules(None, (), ())
     files = sorted(options.corpus.rglob("*.py"))
     if options.files:
         random.Random(options.seed).shuffle(files)
         files = files[:options.files]
+    shard, shards = map(int, options.shard.split("/"))
+    files = files[shard::shards]
     counts: collections.Counter = collections.Counter()
     differences: list[str] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-            compared = compare(text, options.pieces, rules)
+            if options.planned:
+                compared = compare_planned(path.read_bytes(), rules)
+            else:
+                compared = compare(path.read_text(encoding="utf-8"), options.pieces, rules)
         except (SyntaxError, UnicodeDecodeError, ValueError):
             counts["files not parsed"] += 1
             continue
@@ -102,7 +142,8 @@ def main() -> None:
         counts["added by the pieces"] += len(pieces - whole)
         counts["files that differ"] += whole != pieces
         for label, keys in (("missed", whole - pieces), ("added", pieces - whole)):
-            differences += [f"{label}\t{path.relative_to(options.corpus)}:{row}:{column}\t{code}" for row, column, code in sorted(keys)]
+            differences += [f"{label}\t{path.relative_to(options.corpus)}:{key[0]}:{key[1]}\t{key[4] if len(key) > 3 else key[2]}" for key in sorted(keys, key=str)]
+    counts.update(COUNTS)
     for label, count in counts.items():
         print(f"{label}: {count}")
     print(*differences, sep="\n")

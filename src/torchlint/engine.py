@@ -14,12 +14,13 @@ import os
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper
 
+from torchlint import pieces
 from torchlint._startup import gc_paused
 from torchlint.positions import LintMemo, Positions, StatementLines, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
@@ -825,6 +826,117 @@ def _prescreened(
     del tree
     admitted = [r for r in rules if screen.admit(r)]
     return admitted, [r for r in rules if r not in admitted], lines
+
+
+@dataclass
+class PiecePlan:
+    """A large file cut into pieces (``plan_pieces``): each piece's source is linted on its
+    own (``lint_module_source``), and ``merge`` makes their findings the file's."""
+
+    source: bytes
+    definitions: list
+    cuts: list
+    suppressions: Suppressions
+
+    def sources(self) -> Iterator[tuple[bytes, list[int]]]:
+        """Each piece's source, and the file's row of each of its rows."""
+        rows = source_rows(self.source)
+        for piece in self.cuts:
+            yield pieces.piece_source(rows, self.definitions, set(piece.own) | piece.context)
+
+    def merge(self, results: Iterable[tuple[list[Finding], list[RuleFailure], list[int]]]) -> SourceResult | None:
+        """The file's result from its pieces' (findings, failures and the file's rows, in the
+        order of ``sources``); None where a piece did not parse (lint the file whole: it
+        says why)."""
+        findings: list[Finding] = []
+        failures: dict[str, RuleFailure] = {}
+        for piece, (found, failed, rows) in zip(self.cuts, results):
+            if any(f.code == INVALID_FILE for f in found):
+                return None
+            owns = pieces.own_rows(self.definitions, piece)
+            for f in found:
+                f = dataclasses.replace(f, start=_moved(f.start, rows), end=_moved(f.end, rows, end=True))
+                if f.fix is not None and f.fix.edits:
+                    edits = tuple(
+                        dataclasses.replace(e, start=_moved(e.start, rows), end=_moved(e.end, rows, end=True)) for e in f.fix.edits
+                    )
+                    f.fix = dataclasses.replace(f.fix, edits=edits)
+                if owns(f.start.row) and not self.suppressions.suppresses(f):
+                    findings.append(f)
+            for failure in failed:
+                failures.setdefault(failure.code, failure)
+        findings.sort(key=_sort_key)
+        result = SourceResult(_dedupe(findings), self.source, self.source)
+        result.failures = [failures[code] for code in sorted(failures)]
+        return result
+
+
+def _moved(location: Location, rows: list[int], end: bool = False) -> Location:
+    """A piece's location in the file (``rows``: the file's row of each of the piece's). An
+    end at the start of a row is the end of the row before, wherever the next row kept is."""
+    row = location.row
+    if end and location.column == 1 and row > 1:
+        return Location(rows[row - 2] + 1, 1)
+    return Location(rows[row - 1], location.column)
+
+
+@cyclic_gc_paused  # (the chunks' trees are no garbage while they are read; see lint_module_source)
+def plan_pieces(
+    source: bytes,
+    hooks: pieces.Hooks | None = None,
+    piece_lines: int | None = None,
+    min_lines: int | None = None,
+    max_context: float = 0.5,
+    chunk_lines: int | None = None,
+) -> PiecePlan | SourceResult | None:
+    """How to lint a large file (``min_lines`` rows or more; findings, no fix applied) in
+    pieces of about ``piece_lines`` lines (``torchlint/pieces.py``); ``hooks`` is the
+    semantic layer's reader of its definitions (``semantic.pieces.SemanticHooks``). None
+    where the file is not cut: lint it whole (its lint then also reports a syntax error); a
+    ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing to lint."""
+    min_lines = pieces.MIN_LINES if min_lines is None else min_lines
+    if source.count(b"\n") + 1 < min_lines or source.count(b"\r") != source.count(b"\r\n"):
+        return None  # (small, or lines that end in a lone carriage return)
+    try:
+        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+        rows = pieces.definition_rows(source)
+        found = pieces.outline(pieces.chunks(text, rows, chunk_lines or pieces.CHUNK_LINES), hooks)
+    except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
+        return None
+    cuts = pieces.plan(found, piece_lines or pieces.PIECE_LINES, max_context)
+    if cuts is None:
+        return None
+    suppressions = find_suppressions(text)
+    if suppressions.file_all:
+        return SourceResult([], source, source)
+    return PiecePlan(source, found.definitions, cuts, suppressions)
+
+
+def lint_in_pieces(
+    source: bytes,
+    rules: Sequence[type[Rule]],
+    project: object = None,
+    hooks: pieces.Hooks | None = None,
+    with_edits: bool = False,
+    **cut,
+) -> SourceResult | None:
+    """A large file's lint in pieces, one after the other (``plan_pieces``, whose arguments
+    ``cut`` passes on; ``with_edits`` as ``lint_module_source``'s); None where the file is
+    not cut: lint it whole."""
+    plan = plan_pieces(source, hooks, **cut)
+    if plan is None or isinstance(plan, SourceResult):
+        return plan
+    linted: dict[bytes, SourceResult] = {}  # (pieces of the same text, when cut finely, are linted once)
+
+    def lint(text: bytes) -> SourceResult:
+        if text not in linted:
+            linted.clear()
+            linted[text] = lint_module_source(text, rules, with_edits=with_edits, project=project)
+        return linted[text]
+
+    return plan.merge(
+        (result.findings, result.failures, file_rows) for text, file_rows in plan.sources() for result in [lint(text)]
+    )
 
 
 class _Restart(Exception):

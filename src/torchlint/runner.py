@@ -6,11 +6,12 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from torchlint import cache
 from torchlint.config import Settings
-from torchlint.engine import INVALID_FILE, FixMode, SourceResult, lint_module_source, unified_diff
+from torchlint import pieces
+from torchlint.engine import INVALID_FILE, FixMode, PiecePlan, SourceResult, lint_in_pieces, lint_module_source, plan_pieces, unified_diff
 from torchlint.files import FileChanged, write_atomic
 from torchlint.rule import Applicability, Finding, Location
 
@@ -72,7 +73,19 @@ def lint_source(
         from torchlint.notebook import lint_notebook
 
         return lint_notebook(source, rules, options.fix_mode, options.with_edits, view)
+    if _in_pieces(path, options):  # a large file: in pieces, one after the other
+        from torchlint.semantic.pieces import SemanticHooks
+
+        result = lint_in_pieces(source, rules, view, SemanticHooks(view), options.with_edits)
+        if result is not None:
+            return result
     return lint_module_source(source, rules, options.fix_mode, options.with_edits, view)
+
+
+def _in_pieces(path: Path | None, options: RunOptions) -> bool:
+    """Whether a large file may be linted in pieces (``engine.plan_pieces``): findings (and
+    their fixes' edits) only, no fix applied."""
+    return options.fix_mode == FixMode.NONE and (path is None or path.suffix != ".ipynb")
 
 
 def check_file(path: Path, settings: Settings, options: RunOptions, project=None) -> FileReport:
@@ -81,20 +94,9 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
         source = path.read_bytes()
     except OSError as error:
         return _unreadable(shown, error)
-    key = view = None
-    if options.use_cache and options.fix_mode == FixMode.NONE and not options.diff:
-        # The findings depend on the file, the settings, and what the other project files
-        # answer to the questions its lint asks (``AskedView``): a cached result holds while
-        # they answer the same, however many files the answers come from.
-        from torchlint.semantic.project import AskedView, answers_hold
-
-        view = project.view(path) if project is not None else None
-        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, "project" if view is not None else "")
-        cached = cache.load(settings.root, key)
-        if isinstance(cached, cache.Entry) and answers_hold(view, cached.asked):
-            return FileReport(shown, cached.findings)
-        if view is not None:
-            view = AskedView(view)
+    cached, key, view = _cached(path, source, settings, options, project)
+    if cached is not None:
+        return FileReport(shown, cached)
     result = lint_source(source, path, settings, options, project, view)
     report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
     report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
@@ -113,6 +115,25 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
     elif key is not None and not result.failures:
         cache.store(settings.root, key, cache.Entry(result.findings, view.asked if view is not None else {}))
     return report
+
+
+def _cached(path: Path, source: bytes, settings: Settings, options: RunOptions, project) -> tuple:
+    """(the cached findings or None, the cache key or None, the view to lint with)."""
+    key = view = None
+    if options.use_cache and options.fix_mode == FixMode.NONE and not options.diff:
+        # The findings depend on the file, the settings, and what the other project files
+        # answer to the questions its lint asks (``AskedView``): a cached result holds while
+        # they answer the same, however many files the answers come from.
+        from torchlint.semantic.project import AskedView, answers_hold
+
+        view = project.view(path) if project is not None else None
+        key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, "project" if view is not None else "")
+        cached = cache.load(settings.root, key)
+        if isinstance(cached, cache.Entry) and answers_hold(view, cached.asked):
+            return cached.findings, key, view
+        if view is not None:
+            view = AskedView(view)
+    return None, key, view
 
 
 def _unfixed(report: FileReport, source: bytes, path: Path, settings: Settings, options: RunOptions, project) -> None:
@@ -150,12 +171,15 @@ def check_files(
     jobs: int | None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[FileReport]:
-    """Each file's report, in order; ``progress(done, total)`` is called as files finish."""
+    """Each file's report, in order; ``progress(done, total)`` is called as files finish.
+    With more than one job, a large file's pieces (``engine.plan_pieces``) are linted by
+    the workers side by side."""
     jobs = jobs or os.cpu_count() or 1
     tasks = [(f, settings, options) for f in files]
     reports: list[FileReport] = []
     project = _build_project(files, settings, options)
-    if jobs <= 1 or len(files) < 2 * jobs:
+    large = jobs > 1 and _in_pieces(None, options) and any(_may_be_cut(f) for f in files)
+    if jobs <= 1 or (len(files) < 2 * jobs and not large):
         _set_project(project)
         results: Iterable[FileReport] = map(_check_one, tasks)
         pool = None
@@ -163,7 +187,10 @@ def check_files(
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(max_workers=jobs, initializer=_set_project, initargs=(project,))
-        results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
+        if large:
+            results = _check_in_pieces(pool, tasks, project)
+        else:
+            results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
     try:
         for report in results:
             reports.append(report)
@@ -174,6 +201,94 @@ def check_files(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return reports
+
+
+def _may_be_cut(path: Path) -> bool:
+    """Whether the file may be large enough to lint in pieces (a cheap first test: a file of
+    ``pieces.MIN_LINES`` lines holds some eight bytes a line or more; one that holds fewer is
+    linted whole, in one job)."""
+    try:
+        return path.suffix != ".ipynb" and path.stat().st_size >= 8 * pieces.MIN_LINES
+    except OSError:
+        return False
+
+
+def _check_in_pieces(pool, tasks: list, project) -> Iterator[FileReport]:
+    """The reports of ``tasks``, in order, each file a task of the pool but a large one,
+    whose pieces are: planned here, linted by the workers, merged here."""
+    from torchlint.semantic.pieces import SemanticHooks
+
+    pending: list = []
+    for task in tasks:
+        path, settings, options = task
+        planned = None
+        if _may_be_cut(path):
+            try:
+                source = path.read_bytes()
+            except OSError:
+                source = None
+            if source is not None and source.count(b"\n") + 1 >= pieces.MIN_LINES:
+                cached, key, view = _cached(path, source, settings, options, project)
+                if cached is not None:
+                    pending.append(FileReport(display_path(path), cached))
+                    continue
+                if view is None and project is not None:
+                    view = project.view(path)  # (not cached: still the view the lint asks)
+                try:
+                    planned = plan_pieces(source, SemanticHooks(view))
+                except Exception:  # a bug of ours: the file's own task reports it
+                    planned = None
+        if isinstance(planned, PiecePlan):
+            jobs = [pool.submit(_lint_piece, path, text, settings, options) for text, _ in planned.sources()]
+            pending.append((path, settings, options, key, view, planned, jobs))
+        else:
+            pending.append(pool.submit(_check_one, task))
+    for entry in pending:
+        if isinstance(entry, FileReport):
+            yield entry
+        elif isinstance(entry, tuple):
+            yield _merged(*entry, project=project)
+        else:
+            yield entry.result()
+
+
+def _lint_piece(path: Path, text: bytes, settings: Settings, options: RunOptions) -> tuple:
+    """(findings, failures, the project questions asked) of a large file's piece, in a worker."""
+    view = None
+    if _project is not None:
+        from torchlint.semantic.project import AskedView
+
+        view = AskedView(_project.view(path))
+    result = lint_module_source(text, settings.rules_for(path), with_edits=options.with_edits, project=view)
+    return result.findings, result.failures, view.asked if view is not None else {}
+
+
+def _merged(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project) -> FileReport:
+    try:
+        return _merge(path, settings, options, key, view, planned, jobs, project)
+    except Exception as error:  # a bug of ours must not hide the other files' findings
+        shown = display_path(path)
+        return FileReport(shown, errors=[RunError(shown, f"internal error: {type(error).__name__}: {error}")])
+
+
+def _merge(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project) -> FileReport:
+    from torchlint.semantic.project import AskedView
+
+    shown = display_path(path)
+    asked: dict = dict(view.asked) if isinstance(view, AskedView) else {}  # (the plan's questions)
+    results = []
+    for job, (_, rows) in zip(jobs, planned.sources()):
+        findings, failures, piece_asked = job.result()
+        asked.update(piece_asked)
+        results.append((findings, failures, rows))
+    result = planned.merge(results)
+    if result is None:  # a piece that does not parse: the whole file's lint says why
+        return check_file(path, settings, options, project)
+    report = FileReport(shown, result.findings)
+    report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
+    if key is not None and not result.failures:
+        cache.store(settings.root, key, cache.Entry(result.findings, asked))
+    return report
 
 
 def _build_project(files: Sequence[Path], settings: Settings, options: RunOptions):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
+from torchlint import pieces
 from torchlint.engine import cyclic_gc_paused, source_rows
 from torchlint.positions import LintMemo
 from torchlint.rule import syntax_tree
@@ -112,12 +113,33 @@ def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMem
     what the module around it holds (imports, definitions, what module-level names were
     built by), are unchanged is not walked again."""
     try:
+        if tree is None and memo is None and isinstance(source, bytes) and source.count(b"\n") >= pieces.MIN_LINES:
+            bodies = _chunked(source)  # a large file: never its whole tree at once
+            if bodies is not None:
+                return _Summarizer(bodies).summary()
         if tree is None:
             tree = syntax_tree(source)  # the lint's own syntax check, warnings silenced
         # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
-        return _Summarizer(tree, source_rows(source) if memo is not None else None, memo).summary()
+        body = tree.body
+        return _Summarizer(lambda: [body], source_rows(source) if memo is not None else None, memo).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def _chunked(source: bytes) -> Callable[[], Iterator[list[ast.stmt]]] | None:
+    """The top-level statements of a large file a chunk at a time (``pieces.chunks``), read
+    again at each call; None where the file's text cannot be had (its whole parse says why)."""
+    import io
+    import tokenize
+
+    try:
+        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return None
+    if source.count(b"\r") != source.count(b"\r\n"):
+        return None
+    starts = pieces.definition_rows(source)
+    return lambda: pieces.chunks(text, starts)
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -136,35 +158,46 @@ def _dotted(node: ast.expr) -> str | None:
 _STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case) if hasattr(ast, "match_case") else (ast.stmt, ast.excepthandler)
 
 
-def _statements_breadth_first(tree: ast.Module) -> Iterator[ast.AST]:
-    """The statements of ``tree`` in the order ``ast.walk`` reaches them (breadth first, each
-    node's children in field order), without walking the expressions: an import is a
-    statement, and the first binding of a name wins."""
-    queue = deque(tree.body)
+def _statements_breadth_first(body: list[ast.stmt]) -> Iterator[tuple[int, ast.AST]]:
+    """The statements of a module's ``body``, with their depth, in the order ``ast.walk``
+    reaches them (breadth first, each node's children in field order), without walking the
+    expressions: an import is a statement, and the first binding of a name wins."""
+    queue = deque((0, node) for node in body)
     while queue:
-        node = queue.popleft()
-        yield node
+        depth, node = queue.popleft()
+        yield depth, node
         for name in node._fields:
             value = getattr(node, name)
             if type(value) is list:
-                queue.extend(child for child in value if isinstance(child, _STATEMENT_HOLDERS))
+                queue.extend((depth + 1, child) for child in value if isinstance(child, _STATEMENT_HOLDERS))
 
 
 class _Summarizer:
-    def __init__(self, tree: ast.Module, rows: list | None = None, memo: LintMemo | None = None) -> None:
-        self.tree = tree
+    """One module's summary, from its top-level statements: ``bodies()`` gives them (a list
+    per chunk of the file, ``pieces.chunks``), and is read twice, once for the imports and
+    definitions that every summary of a definition depends on, then for the summaries."""
+
+    def __init__(self, bodies: Callable[[], Iterable[list[ast.stmt]]], rows: list | None = None, memo: LintMemo | None = None) -> None:
+        self.bodies = bodies
         self.rows, self.memo = rows, memo  # the source's lines, for ``memo``'s keys
         self.imports: dict[str, str] = {}  # every import binding of the file, by local name
         self.top_imports: list[tuple[str, str]] = []
         self.modules: list[str] = []
-        self.defined = {
-            n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        }
-        self.functions_defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        top = {id(n) for n in _top_level_imports(tree.body)}
-        for node in _statements_breadth_first(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                self._import(node, id(node) in top)
+        self.defined: set[str] = set()
+        self.functions_defined: set[str] = set()
+        imports = []  # (depth, chunk, order, node, top): ``_statements_breadth_first`` of the whole
+        for chunk, body in enumerate(bodies()):
+            for node in body:
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.defined.add(node.name)
+                    if not isinstance(node, ast.ClassDef):
+                        self.functions_defined.add(node.name)
+            top = {id(n) for n in _top_level_imports(body)}
+            for order, (depth, node) in enumerate(_statements_breadth_first(body)):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    imports.append((depth, chunk, order, node, id(node) in top))
+        for *_, node, top in sorted(imports, key=lambda entry: entry[:3]):
+            self._import(node, top)
         # What a definition's summary depends on besides its own text.
         self.context = (tuple(self.imports.items()), frozenset(self.defined), frozenset(self.functions_defined))
 
@@ -220,13 +253,15 @@ class _Summarizer:
 
     def summary(self) -> ModuleSummary:
         classes, functions = [], []
-        for node in self.tree.body:
-            if isinstance(node, ast.ClassDef):
-                classes.append(self.remembered("class", node, (), lambda: self._class(node)))
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.append(self.remembered("function", node, (), lambda: self._function(node)))
         sites = _Sites(self)
-        sites.visit(self.tree)
+        for body in self.bodies():
+            for node in body:
+                if isinstance(node, ast.ClassDef):
+                    classes.append(self.remembered("class", node, (), lambda: self._class(node)))
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    functions.append(self.remembered("function", node, (), lambda: self._function(node)))
+                sites.visit(node)  # (as a visit of the module: its statements in order)
+                sites.called.clear()  # (ids of this statement's nodes, which a later chunk's may reuse)
         return ModuleSummary(
             imports=tuple(self.top_imports),
             imported_modules=tuple(dict.fromkeys(self.modules)),

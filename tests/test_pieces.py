@@ -1,0 +1,264 @@
+"""Linting a large file in pieces (torchlint/pieces.py): the chunked parse, the chunked
+project summary and the lint in pieces each give what the whole file gives.
+
+The lint in pieces runs on files of ``pieces.MIN_LINES`` lines or more; these tests cut every
+file (``min_lines=0``) with every definition a piece of its own and no limit on the context
+(``piece_lines=1``, ``max_context=1.0``), and every chunk as small as the cuts allow
+(``chunk_lines=1``): the hardest cuts there are.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from torchlint import engine, pieces, runner
+from torchlint.config import select_rules
+from torchlint.engine import INVALID_FILE, lint_in_pieces, lint_module_source
+from torchlint.semantic import project
+from torchlint.semantic.pieces import SemanticHooks
+
+sys.path.insert(0, str(Path(__file__).parent))
+from strategies import programs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = select_rules(None, (), ())
+FIXTURES = sorted(p for p in (ROOT / "fixtures").rglob("*.py"))
+sys.path.insert(0, str(ROOT / "bench"))
+from gen_training import generate  # noqa: E402
+
+TRICKY = '''import torch
+"""A docstring that holds code at column 0:
+def not_a_function():
+    pass
+class NotAClass:
+@not_a_decorator
+"""
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    return [model(x) for x in loader]
+
+
+x = (1,
+2)
+def f(): return 1
+async def g():
+    await f()
+class C(torch.nn.Module): pass
+y = """
+class Inside:
+"""
+@property
+def h(): pass
+'''
+
+
+def _dump(body: list[ast.stmt]) -> str:
+    return ast.dump(ast.Module(body=body, type_ignores=[]), include_attributes=True)
+
+
+def _key(f) -> tuple:
+    fix = None if f.fix is None else (f.fix.applicability, f.fix.message, f.fix.edits)
+    return (f.start.row, f.start.column, f.end.row, f.end.column, f.code, f.message, fix)
+
+
+def in_pieces(source: bytes, with_edits: bool = False):
+    return lint_in_pieces(
+        source, RULES, None, SemanticHooks(), with_edits, piece_lines=1, min_lines=0, max_context=1.0, chunk_lines=1
+    )
+
+
+@pytest.mark.parametrize("source", [TRICKY, *(p.read_text() for p in FIXTURES[::7])], ids=["tricky", *(p.name for p in FIXTURES[::7])])
+def test_chunks_are_the_whole_parse(source):
+    starts = pieces.definition_rows(source.encode())
+    chunked = [node for chunk in pieces.chunks(source, starts, 1) for node in chunk]
+    assert _dump(chunked) == _dump(ast.parse(source).body)
+
+
+def test_tricky_cuts_are_tried_and_grown():
+    starts = pieces.definition_rows(TRICKY.encode())
+    assert starts == [3, 5, 6, 10, 11, 17, 18, 20, 22, 24, 25]  # 3, 5, 6 and 22 inside strings
+    lines = [[node.lineno for node in chunk] for chunk in pieces.chunks(TRICKY, starts, 1)]
+    # A cut inside a string, or between a decorator and its function, grew its chunk.
+    assert lines == [[1, 2], [11, 15], [17], [18], [20, 21], [25]]
+
+
+def test_a_syntax_error_is_raised_by_the_last_chunk():
+    source = "def f():\n    pass\n\n\ndef g(:\n    pass\n"
+    with pytest.raises(SyntaxError):
+        list(pieces.chunks(source, pieces.definition_rows(source.encode()), 1))
+
+
+@pytest.mark.parametrize("path", FIXTURES[::3], ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_the_chunked_summary_is_the_whole_summary(path):
+    source = path.read_bytes()
+    text = source.decode("utf-8")
+    starts = pieces.definition_rows(source)
+    chunked = project._Summarizer(lambda: pieces.chunks(text, starts, 1)).summary()
+    assert chunked == project.summarize(source)
+
+
+def test_a_large_file_is_summarized_in_chunks(monkeypatch):
+    source = generate(3_000).encode()
+    whole = project.summarize(source)
+    monkeypatch.setattr(pieces, "MIN_LINES", 100)
+    read = []
+    original = pieces.chunks
+    monkeypatch.setattr(pieces, "chunks", lambda *a, **k: read.append(1) or original(*a, **k))
+    assert project.summarize(source) == whole and len(read) == 2  # (imports, then summaries)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_every_fixture_lints_alike_in_pieces(path):
+    # (With the fixes' text edits, which JSON, SARIF and the editor show.)
+    source = path.read_bytes()
+    cut = in_pieces(source, with_edits=True)
+    if cut is None:
+        assert len(pieces.outline(iter([ast.parse(source).body])).definitions) < 2
+        return
+    whole = lint_module_source(source, RULES, with_edits=True)
+    assert sorted(map(_key, cut.findings)) == sorted(map(_key, whole.findings))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(programs)
+def test_generated_programs_lint_alike_in_pieces(program):
+    source = program.source.encode()
+    cut = in_pieces(source)
+    if cut is not None:
+        assert sorted(map(_key, cut.findings)) == sorted(map(_key, lint_module_source(source, RULES).findings))
+
+
+def test_the_generated_training_file_is_cut_with_a_small_context():
+    source = generate(3_000).encode()
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    cuts = pieces.plan(found, piece_lines=500)
+    names = [d.name for d in found.definitions]
+    assert len(cuts) >= 5
+    # Each run of training functions holds the model class and the loader factory, not the
+    # callers of the factory: it takes an int and builds a DataLoader (independent).
+    assert all({names[i] for i in c.context} <= {"Net", "make_loader"} for c in cuts)
+    assert names.index("make_loader") in found.independent
+    result = lint_in_pieces(source, RULES, None, SemanticHooks(), piece_lines=500, min_lines=0)
+    assert result is not None and result.findings
+    assert sorted(map(_key, result.findings)) == sorted(map(_key, lint_module_source(source, RULES).findings))
+
+
+def test_a_caller_is_context_for_the_function_it_calls():
+    # `model.eval()` in `main` is what keeps `evaluate` silent: its piece must hold `main`.
+    source = (
+        "import torch\n\n\n"
+        "def evaluate(model, loader):\n    with torch.no_grad():\n        return [model(x) for x in loader]\n\n\n"
+        "def main(model, loader):\n    model.eval()\n    return evaluate(model, loader)\n"
+    )
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    cuts = pieces.plan(found, piece_lines=1, max_context=1.0)
+    assert cuts[0].own == [0] and cuts[0].context == {1}
+    assert found.independent == set()
+
+
+def test_a_file_wide_fact_is_in_every_piece():
+    # torch.cuda.set_device in `setup` makes the whole file CUDA-only: every piece holds it.
+    path = ROOT / "fixtures" / "rules" / "TL201" / "clean_set_device_local_rank.py"
+    source = path.read_bytes()
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    setup = [d.name for d in found.definitions].index("setup")
+    assert setup in found.shared
+    assert in_pieces(source).findings == [] == lint_module_source(source, RULES).findings
+
+
+def test_rows_map_back_to_the_file():
+    source = b"import torch\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return torch.zeros(1).cuda()\n"
+    result = lint_in_pieces(source, RULES, None, SemanticHooks(), piece_lines=1, min_lines=0)
+    assert [(f.code, f.start.row) for f in result.findings] == [("TL201", 9)]
+
+
+def test_what_is_not_cut_is_linted_whole():
+    small = generate(300).encode()
+    assert lint_in_pieces(small, RULES, None, SemanticHooks()) is None  # under MIN_LINES
+    broken = b"def f():\n    pass\n\n\ndef g(:\n    pass\n"
+    assert lint_in_pieces(broken, RULES, None, SemanticHooks(), min_lines=0) is None
+    assert [f.code for f in lint_module_source(broken, RULES).findings] == [INVALID_FILE]
+    lone_cr = b"def f():\r    pass\r\r\rdef g():\r    pass\r"
+    assert lint_in_pieces(lone_cr, RULES, None, SemanticHooks(), min_lines=0) is None
+
+
+def test_a_file_noqa_anywhere_holds_for_every_piece():
+    source = generate(600).encode().replace(b"def train_3(", b"# torchlint: noqa\ndef train_3(")
+    assert lint_in_pieces(source, RULES, None, SemanticHooks(), piece_lines=100, min_lines=0).findings == []
+
+
+def test_an_end_at_the_start_of_a_row_stays_after_the_row_before():
+    from torchlint.engine import _moved
+    from torchlint.rule import Location
+
+    rows = [1, 2, 3, 10, 11]  # the piece's rows in the file: rows 4 to 9 left out
+    assert _moved(Location(4, 1), rows) == Location(10, 1)  # a start: that row
+    assert _moved(Location(4, 1), rows, end=True) == Location(4, 1)  # an end: after row 3
+    assert _moved(Location(5, 1), rows, end=True) == Location(11, 1)
+    assert _moved(Location(4, 7), rows, end=True) == Location(10, 7)
+
+
+# --- the command line: a large file's pieces, one after the other or side by side
+
+
+def _check(tmp_path, *args):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    result = CliRunner().invoke(main, ["check", *args, "--output-format", "json", str(tmp_path / "big.py")], catch_exceptions=False)
+    return result.exit_code, json.loads(result.output)
+
+
+@pytest.fixture
+def big(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    (tmp_path / "big.py").write_text(generate(3_000))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_command_line_lints_a_large_file_alike_in_pieces(big, monkeypatch):
+    whole = _check(big, "--no-cache", "-j", "1")
+    monkeypatch.setattr(pieces, "MIN_LINES", 1_000)
+    monkeypatch.setattr(pieces, "PIECE_LINES", 500)
+    planned = []
+    original = engine.plan_pieces
+    monkeypatch.setattr(runner, "plan_pieces", lambda *a, **k: planned.append(1) or original(*a, **k))
+    one_by_one = _check(big, "--no-cache", "-j", "1")
+    side_by_side = _check(big, "--no-cache", "-j", "2")
+    assert whole[0] == 1 and whole == one_by_one == side_by_side
+    assert planned == [1]  # (-j 1 plans inside lint_in_pieces)
+    # With the cache: the pieces' result is stored, and the next run reads it.
+    assert _check(big, "-j", "2") == whole and planned == [1, 1]
+    assert _check(big, "-j", "2") == whole and planned == [1, 1]
+
+
+def test_a_call_of_a_project_function_that_needs_cuda_is_in_every_piece(tmp_path, monkeypatch):
+    # `prepare` calls a helper of another file that sets the CUDA device on every path: the
+    # whole file is CUDA-only by design, and so must every piece be (no TL201 anywhere).
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    (tmp_path / "utils.py").write_text("import torch\n\n\ndef setup(args):\n    torch.cuda.set_device(args.gpu)\n")
+    source = generate(3_000).replace("import torch\n", "import torch\nimport utils\n", 1)
+    source = source.replace("\ndef train_5(", "\ndef prepare(args):\n    utils.setup(args)\n\n\ndef train_5(", 1)
+    (tmp_path / "big.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    whole = _check(tmp_path, "--no-cache", "-j", "1")
+    assert not [f for f in whole[1] if f["code"] == "TL201"]
+    monkeypatch.setattr(pieces, "MIN_LINES", 1_000)
+    monkeypatch.setattr(pieces, "PIECE_LINES", 500)
+    assert _check(tmp_path, "--no-cache", "-j", "1") == whole == _check(tmp_path, "--no-cache", "-j", "2")
+    from torchlint.semantic.project import build_index
+
+    view = build_index([tmp_path / "big.py"], tmp_path, lazy=True).view(tmp_path / "big.py")
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks(view))
+    assert [d.name for d in found.definitions].index("prepare") in found.shared
+    assert "prepare" not in {found.definitions[i].name for i in pieces.outline(iter([ast.parse(source).body]), SemanticHooks()).shared}
