@@ -342,21 +342,28 @@ class _Summarizer:
         an ``if``, ``try`` or loop) calls ``torch.cuda.set_device`` or starts NCCL, and no
         ``return`` comes before it (DINO's ``init_distributed_mode``, which exits without a
         GPU; not DeiT's, which returns first when it is not distributed). "" otherwise."""
-        for statement in node.body:
-            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-                call = statement.value
-                qname = self.qualify(call.func) or ""
-                if qname == "torch.cuda.set_device":
-                    return "calls torch.cuda.set_device"
-                backend = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "backend")]
-                if qname.endswith(".init_process_group") and any(
-                    isinstance(b, ast.Constant) and b.value == "nccl" for b in backend
-                ):
-                    return "starts NCCL"
-            if not isinstance(statement, _NOT_WALKED) and any(
-                isinstance(sub, ast.Return) for sub in _walk_function(ast.Module(body=[statement], type_ignores=[]))
+        for index, statement in enumerate(node.body):
+            reason = self._cuda_statement(statement)
+            if reason:
+                # (Only then are the statements before it walked for a ``return``.)
+                before = [s for s in node.body[:index] if not isinstance(s, _NOT_WALKED)]
+                walked = _walk_function(ast.Module(body=before, type_ignores=[]))
+                return "" if any(isinstance(sub, ast.Return) for sub in walked) else reason
+        return ""
+
+    def _cuda_statement(self, statement: ast.stmt) -> str:
+        """Why the statement needs CUDA, when it is a call of ``torch.cuda.set_device`` or
+        one that starts NCCL; "" otherwise."""
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            call = statement.value
+            qname = self.qualify(call.func) or ""
+            if qname == "torch.cuda.set_device":
+                return "calls torch.cuda.set_device"
+            backend = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "backend")]
+            if qname.endswith(".init_process_group") and any(
+                isinstance(b, ast.Constant) and b.value == "nccl" for b in backend
             ):
-                return ""
+                return "starts NCCL"
         return ""
 
     def _built_by(self, value: ast.expr, built: dict[str, str], returns_self: frozenset) -> str:
