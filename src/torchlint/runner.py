@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from torchlint import cache
+from torchlint import cache, pieces
 from torchlint.config import Settings
-from torchlint import pieces
 from torchlint.engine import INVALID_FILE, FixMode, PiecePlan, SourceResult, lint_in_pieces, lint_module_source, plan_pieces, unified_diff
 from torchlint.files import FileChanged, write_atomic
 from torchlint.rule import Applicability, Finding, Location
@@ -204,9 +203,9 @@ def check_files(
 
 
 def _may_be_cut(path: Path) -> bool:
-    """Whether the file may be large enough to lint in pieces (a cheap first test: a file of
-    ``pieces.MIN_LINES`` lines holds some eight bytes a line or more; one that holds fewer is
-    linted whole, in one job)."""
+    """Whether the file may be large enough to lint in pieces side by side (a cheap first
+    test: a file of ``pieces.MIN_LINES`` lines holds some eight bytes a line or more; one
+    that holds fewer goes to one job, whose lint still cuts it in pieces)."""
     try:
         return path.suffix != ".ipynb" and path.stat().st_size >= 8 * pieces.MIN_LINES
     except OSError:
