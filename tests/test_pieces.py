@@ -82,6 +82,18 @@ def test_chunks_are_the_whole_parse(source):
     assert _dump(chunked) == _dump(ast.parse(source).body)
 
 
+def test_rows_are_those_python_counts():
+    # str.splitlines would also cut at the form feed, the vertical tab and the line separator.
+    source = (
+        "import torch\n# a comment with \u2028 a line separator\n\x0c\n"
+        "def a():\n    return 1\n\n\ndef b():\n    x = '\x0b'\n    return torch.zeros(1).cuda()\n"
+    )
+    chunked = [node for chunk in pieces.chunks(source, pieces.definition_rows(source.encode()), 1) for node in chunk]
+    assert _dump(chunked) == _dump(ast.parse(source).body)
+    result = lint_in_pieces(source.encode(), RULES, None, SemanticHooks(), piece_lines=1, min_lines=0)
+    assert [(f.code, f.start.row) for f in result.findings] == [("TL201", 10)]
+
+
 def test_tricky_cuts_are_tried_and_grown():
     starts = pieces.definition_rows(TRICKY.encode())
     assert starts == [3, 5, 6, 10, 11, 17, 18, 20, 22, 24, 25]  # 3, 5, 6 and 22 inside strings

@@ -57,7 +57,9 @@ def chunks(text: str, starts: list[int], chunk_lines: int = CHUNK_LINES) -> Iter
     line numbers of the whole; ``starts`` are the rows (1-based) of the lines that may start
     a definition at column 0 (``definition_rows``). Raises ``SyntaxError`` where the text
     does not parse (the last chunk cannot)."""
-    lines = text.splitlines(keepends=True)
+    from torchlint.engine import source_rows  # (the engine imports this module)
+
+    lines = source_rows(text)  # cut where Python's parser counts a line, not at \f or \u2028
     begin = 0  # 0-based row of the chunk's first line
     cuts = [row - 1 for row in starts if row > 1] + [len(lines)]
     index = 0

@@ -238,7 +238,7 @@ def _check_in_pieces(pool, tasks: list, project) -> Iterator[FileReport]:
                 except Exception:  # a bug of ours: the file's own task reports it
                     planned = None
         if isinstance(planned, PiecePlan):
-            jobs = [pool.submit(_lint_piece, path, text, settings, options) for text, _ in planned.sources()]
+            jobs = [(pool.submit(_lint_piece, path, text, settings, options), rows) for text, rows in planned.sources()]
             pending.append((path, settings, options, key, view, planned, jobs))
         else:
             pending.append(pool.submit(_check_one, task))
@@ -276,7 +276,7 @@ def _merge(path: Path, settings: Settings, options: RunOptions, key, view, plann
     shown = display_path(path)
     asked: dict = dict(view.asked) if isinstance(view, AskedView) else {}  # (the plan's questions)
     results = []
-    for job, (_, rows) in zip(jobs, planned.sources()):
+    for job, rows in jobs:  # (each piece's job, and the file's row of each of its rows)
         findings, failures, piece_asked = job.result()
         asked.update(piece_asked)
         results.append((findings, failures, rows))
