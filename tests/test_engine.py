@@ -6,6 +6,7 @@ import sys
 
 import libcst as cst
 import pytest
+from conftest import FIXTURES
 
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, find_suppressions, lint_module_source, render_edits, run_rules
@@ -409,3 +410,26 @@ def test_stopped_lints_leave_nothing_of_their_own_in_the_parse_cache(monkeypatch
     monkeypatch.setattr(libcst, "parse_module", lambda *args, **kwargs: parsed.append(args) or original(*args, **kwargs))
     lint_module_source(text, rules, FixMode.NONE, True, parse_cache=cache)
     assert parsed == []
+
+
+@pytest.mark.parametrize("fix_mode", [FixMode.NONE, FixMode.SAFE], ids=["check", "fix"])
+def test_a_lint_leaves_no_cyclic_garbage(fix_mode) -> None:
+    """A lint's tree, facts and scopes are freed by reference counting once it returns
+    (``RuleContext.release``): nothing is left for Python's cyclic collector, which would
+    walk every node of the tree again."""
+    import gc
+
+    from torchlint.rule import all_rules
+
+    source = (FIXTURES / "example" / "train.py").read_bytes()
+    rules = all_rules()
+    lint_module_source(source, rules, fix_mode, with_edits=True)  # (imports and caches of the first lint)
+    gc.collect()
+    gc.disable()
+    try:
+        result = lint_module_source(source, rules, fix_mode, with_edits=True)
+        assert result.findings or result.fixed_count  # (the facts were built: there were findings)
+        del result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -207,15 +207,27 @@ def test_a_file_noqa_anywhere_holds_for_every_piece():
     assert lint_in_pieces(source, RULES, None, SemanticHooks(), piece_lines=100, min_lines=0).findings == []
 
 
+def test_a_piece_leaves_out_the_blank_rows_after_a_definition_left_out():
+    source = 'X = """a\n\nb"""\ndef f():\n    pass\n\n  \n\ndef g():\n\n    return 1\n\n\nY = 2\n'
+    found = pieces.outline(iter([ast.parse(source).body]))
+    rows = engine.source_rows(source.encode())
+    text, kept = pieces.piece_source(rows, found.definitions, {1})  # g's piece: f left out
+    assert text.decode() == 'X = """a\n\nb"""\ndef g():\n\n    return 1\n\n\nY = 2\n'
+    assert kept == [1, 2, 3, 9, 10, 11, 12, 13, 14]
+    text, kept = pieces.piece_source(rows, found.definitions, {0})  # f's: g and the blank rows after it left out
+    assert text.decode() == 'X = """a\n\nb"""\ndef f():\n    pass\n\n  \n\nY = 2\n'
+
+
 def test_an_end_at_the_start_of_a_row_stays_after_the_row_before():
     from torchlint.engine import _moved
-    from torchlint.rule import Location
+    from torchlint.rule import Location as L
 
     rows = [1, 2, 3, 10, 11]  # the piece's rows in the file: rows 4 to 9 left out
-    assert _moved(Location(4, 1), rows) == Location(10, 1)  # a start: that row
-    assert _moved(Location(4, 1), rows, end=True) == Location(4, 1)  # an end: after row 3
-    assert _moved(Location(5, 1), rows, end=True) == Location(11, 1)
-    assert _moved(Location(4, 7), rows, end=True) == Location(10, 7)
+    assert _moved(L(2, 5), L(4, 1), rows) == {"start": L(2, 5), "end": L(4, 1)}  # an end: after row 3
+    assert _moved(L(4, 1), L(5, 1), rows) == {"start": L(10, 1), "end": L(11, 1)}
+    assert _moved(L(3, 1), L(4, 7), rows) == {"start": L(3, 1), "end": L(10, 7)}
+    # An empty range at the start of a row (a decorator inserted before a `def`): that row.
+    assert _moved(L(4, 1), L(4, 1), rows) == {"start": L(10, 1), "end": L(10, 1)}
 
 
 # --- the command line: a large file's pieces, one after the other or side by side
@@ -245,13 +257,42 @@ def test_the_command_line_lints_a_large_file_alike_in_pieces(big, monkeypatch):
     planned = []
     original = engine.plan_pieces
     monkeypatch.setattr(runner, "plan_pieces", lambda *a, **k: planned.append(1) or original(*a, **k))
+    taken = []  # (whether the outline came read by the process of its own)
+    take = runner._Outlines.take
+    monkeypatch.setattr(runner._Outlines, "take", lambda self, *a: _taken(taken, take(self, *a)))
     one_by_one = _check(big, "--no-cache", "-j", "1")
     side_by_side = _check(big, "--no-cache", "-j", "2")
     assert whole[0] == 1 and whole == one_by_one == side_by_side
-    assert planned == [1]  # (-j 1 plans inside lint_in_pieces)
-    # With the cache: the pieces' result is stored, and the next run reads it.
-    assert _check(big, "-j", "2") == whole and planned == [1, 1]
-    assert _check(big, "-j", "2") == whole and planned == [1, 1]
+    assert planned == [1] and taken == [True]  # (-j 1 plans inside lint_in_pieces)
+    # With the cache: the pieces' result is stored, and the next run reads it (no outline read).
+    assert _check(big, "-j", "2") == whole and planned == [1, 1] and taken == [True, True]
+    assert _check(big, "-j", "2") == whole and planned == [1, 1] and taken == [True, True]
+
+
+def _taken(taken: list, read):
+    taken.append(read is not None)
+    return read
+
+
+def test_an_outline_read_apart_is_that_of_the_file_as_it_is_now(big, monkeypatch):
+    from torchlint.config import load_settings
+
+    monkeypatch.setattr(pieces, "MIN_LINES", 1_000)
+    path = big / "big.py"
+    source = path.read_bytes()
+    settings = load_settings(big / "pyproject.toml")
+    reader = runner._Outlines([path], settings, runner.RunOptions(use_cache=False))
+    try:
+        found, hooks = reader.take(path, source)
+        assert found == engine.read_outline(source, SemanticHooks()) and hooks.project is None
+        assert "torch" in hooks.modules and reader.take(path, source) is None  # (taken once)
+    finally:
+        reader.close()
+    reader = runner._Outlines([path], settings, runner.RunOptions(use_cache=False))
+    try:
+        assert reader.take(path, source + b"x = 1\n") is None  # the file changed since it was read
+    finally:
+        reader.close()
 
 
 def test_a_call_of_a_project_function_that_needs_cuda_is_in_every_piece(tmp_path, monkeypatch):

@@ -328,6 +328,13 @@ def run_rules(
     the traversal enters and between the long stages of the facts the rules share
     (``RuleContext.checkpoint``): once true, ``Cancelled`` is raised there. Returns the
     findings and the module's positions."""
+    context = _rule_pass(module, rules, failures, project, statement_lines, position_memo, cancelled)
+    return context.findings, context.positions
+
+
+def _rule_pass(module, rules, failures, project, statement_lines, position_memo, cancelled) -> RuleContext:
+    """``run_rules``'s pass: the context it ran in, whose ``findings`` are those of the rules
+    that did not fail (release it when done with its positions: ``RuleContext.release``)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     checkpoint = None if cancelled is None else functools.partial(_check, cancelled)
     context = RuleContext(wrapper, project, statement_lines, position_memo, checkpoint)
@@ -338,7 +345,8 @@ def run_rules(
         visit_batched(wrapper, visitors)
     if context.failures and failures is not None:
         failures.update(context.failures)
-    return [f for f in context.findings if f.code not in context.failures], context.positions
+    context.findings = [f for f in context.findings if f.code not in context.failures]
+    return context
 
 
 class Cancelled(BaseException):
@@ -855,11 +863,9 @@ class PiecePlan:
                 return None
             owns = pieces.own_rows(self.definitions, piece)
             for f in found:
-                f = dataclasses.replace(f, start=_moved(f.start, rows), end=_moved(f.end, rows, end=True))
+                f = dataclasses.replace(f, **_moved(f.start, f.end, rows))
                 if f.fix is not None and f.fix.edits:
-                    edits = tuple(
-                        dataclasses.replace(e, start=_moved(e.start, rows), end=_moved(e.end, rows, end=True)) for e in f.fix.edits
-                    )
+                    edits = tuple(dataclasses.replace(e, **_moved(e.start, e.end, rows)) for e in f.fix.edits)
                     f.fix = dataclasses.replace(f.fix, edits=edits)
                 if owns(f.start.row) and not self.suppressions.suppresses(f):
                     findings.append(f)
@@ -871,16 +877,34 @@ class PiecePlan:
         return result
 
 
-def _moved(location: Location, rows: list[int], end: bool = False) -> Location:
-    """A piece's location in the file (``rows``: the file's row of each of the piece's). An
-    end at the start of a row is the end of the row before, wherever the next row kept is."""
-    row = location.row
-    if end and location.column == 1 and row > 1:
-        return Location(rows[row - 2] + 1, 1)
-    return Location(rows[row - 1], location.column)
+def _moved(start: Location, end: Location, rows: list[int]) -> dict[str, Location]:
+    """A piece's range in the file (``rows``: the file's row of each of the piece's). An end
+    at the start of a row is the end of the row before, wherever the next row kept is, but
+    for an empty range there (an insertion before the row: rows left out may come between)."""
+    moved = Location(rows[start.row - 1], start.column)
+    if end.column == 1 and end.row > 1 and end != start:
+        return {"start": moved, "end": Location(rows[end.row - 2] + 1, 1)}
+    return {"start": moved, "end": Location(rows[end.row - 1], end.column)}
 
 
 @cyclic_gc_paused  # (the chunks' trees are no garbage while they are read; see lint_module_source)
+def read_outline(
+    source: bytes, hooks: pieces.Hooks | None = None, min_lines: int | None = None, chunk_lines: int | None = None
+) -> pieces.Outline | None:
+    """What ``plan_pieces`` reads of a large file (``pieces.outline``, before ``hooks``'
+    ``finish``: it needs nothing but the file): None where the file is not cut (fewer than
+    ``min_lines`` rows, lines that end in a lone carriage return, or what does not parse)."""
+    min_lines = pieces.MIN_LINES if min_lines is None else min_lines
+    if source.count(b"\n") + 1 < min_lines or source.count(b"\r") != source.count(b"\r\n"):
+        return None
+    try:
+        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+        rows = pieces.definition_rows(source)
+        return pieces.outline(pieces.chunks(text, rows, chunk_lines or pieces.CHUNK_LINES), hooks, finish=False)
+    except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
+        return None
+
+
 def plan_pieces(
     source: bytes,
     hooks: pieces.Hooks | None = None,
@@ -888,25 +912,25 @@ def plan_pieces(
     min_lines: int | None = None,
     max_context: float = 0.5,
     chunk_lines: int | None = None,
+    found: pieces.Outline | None = None,
 ) -> PiecePlan | SourceResult | None:
     """How to lint a large file (``min_lines`` rows or more; findings, no fix applied) in
     pieces of about ``piece_lines`` lines (``torchlint/pieces.py``); ``hooks`` is the
-    semantic layer's reader of its definitions (``semantic.pieces.SemanticHooks``). None
-    where the file is not cut: lint it whole (its lint then also reports a syntax error); a
-    ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing to lint."""
-    min_lines = pieces.MIN_LINES if min_lines is None else min_lines
-    if source.count(b"\n") + 1 < min_lines or source.count(b"\r") != source.count(b"\r\n"):
-        return None  # (small, or lines that end in a lone carriage return)
-    try:
-        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
-        rows = pieces.definition_rows(source)
-        found = pieces.outline(pieces.chunks(text, rows, chunk_lines or pieces.CHUNK_LINES), hooks)
-    except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
-        return None
+    semantic layer's reader of its definitions (``semantic.pieces.SemanticHooks``), and
+    ``found`` what ``read_outline`` read of the file with them, when read already (by
+    another process). None where the file is not cut: lint it whole (its lint then also
+    reports a syntax error); a ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing
+    to lint."""
+    if found is None:
+        found = read_outline(source, hooks, min_lines, chunk_lines)
+        if found is None:
+            return None
+    if hooks is not None:
+        found.shared, found.independent = hooks.finish(found.definitions)
     cuts = pieces.plan(found, piece_lines or pieces.PIECE_LINES, max_context)
     if cuts is None:
         return None
-    suppressions = find_suppressions(text)
+    suppressions = find_suppressions(source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0]))
     if suppressions.file_all:
         return SourceResult([], source, source)
     return PiecePlan(source, found.definitions, cuts, suppressions)
@@ -955,6 +979,17 @@ def _source_text(source: bytes | str, module: cst.Module) -> str:
 
 
 def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled=None) -> SourceResult:
+    contexts: list[RuleContext] = []  # the rules' pass's, released once the lint is done with it
+    try:
+        return _lint_passes(
+            source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts
+        )
+    finally:
+        for context in contexts:
+            context.release()
+
+
+def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts) -> SourceResult:
     text = _source_text(source, module)
     suppressions = find_suppressions(text)
     if suppressions.file_all:
@@ -964,7 +999,11 @@ def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting,
         known = len(failures)
         # (An editor's positions are those of the source; ``lines`` are the current module's.)
         memo = cache.positions if pass_number == 0 and cache is not None else None
-        findings, positions = run_rules(module, rules, failures, project, lines, memo, cancelled)
+        while contexts:  # (the last pass's: its fixes are applied)
+            contexts.pop().release()
+        context = _rule_pass(module, rules, failures, project, lines, memo, cancelled)
+        contexts.append(context)
+        findings, positions = context.findings, context.positions
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]

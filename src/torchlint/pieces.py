@@ -129,8 +129,9 @@ class Outline:
     independent: set[int] = field(default_factory=set)
 
 
-def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None) -> Outline:
-    """What ``plan`` needs of a file, from its top-level statements (``chunks``)."""
+def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None, finish: bool = True) -> Outline:
+    """What ``plan`` needs of a file, from its top-level statements (``chunks``); ``finish``
+    False leaves ``hooks.finish`` to the caller (``shared`` and ``independent`` unset)."""
     found = Outline()
     for chunk in statements:
         for node in chunk:
@@ -147,7 +148,7 @@ def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None) ->
                 found.prelude |= used
                 if hooks is not None:
                     hooks.statement(node)
-    if hooks is not None:
+    if hooks is not None and finish:
         found.shared, found.independent = hooks.finish(found.definitions)
     return found
 
@@ -254,12 +255,17 @@ def _closure(start: set[int], edges: list[set[int]]) -> set[int]:
 
 
 def piece_source(rows: list[bytes], defs: list[Definition], keep: set[int]) -> tuple[bytes, list[int]]:
-    """The file's rows without those of the definitions outside ``keep``, and the file's row
-    of each row left (1-based; columns stay, as whole rows are left out)."""
+    """The file's rows without those of the definitions outside ``keep`` (and the blank rows
+    after each: between statements, they hold nothing, and a piece's parse would take each
+    for a node), and the file's row of each row left (1-based; columns stay, as whole rows
+    are left out)."""
     dropped = bytearray(len(rows))
     for index, d in enumerate(defs):
         if index not in keep:
-            dropped[d.first - 1:d.last] = b"\x01" * (d.last - d.first + 1)
+            end = d.last
+            while end < len(rows) and not rows[end].strip():
+                end += 1
+            dropped[d.first - 1:end] = b"\x01" * (end - d.first + 1)
     kept = [row for row in range(len(rows)) if not dropped[row]]
     return b"".join(rows[row] for row in kept), [row + 1 for row in kept]
 

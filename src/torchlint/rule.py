@@ -114,6 +114,15 @@ class RuleContext:
         """Node positions, rendered per top-level statement (``positions.py``)."""
         return Positions(self.wrapper, self.statement_lines, self._top_statement, self.position_memo)
 
+    def release(self) -> None:
+        """Break the cycles the file's facts hold (the semantic model's, and the positions'
+        back to this context), so that its tree is freed as soon as it is dropped; the lint
+        calls it once it has no more questions (``SemanticModel.release``)."""
+        model = self.__dict__.pop("semantic", None)
+        if model is not None:
+            model.release()
+        self.__dict__.pop("positions", None)
+
     def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
         # The semantic model's parents, when some rule has already built it.
         model = self.__dict__.get("semantic")

@@ -10,7 +10,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from torchlint import cache, pieces
 from torchlint.config import Settings
-from torchlint.engine import INVALID_FILE, FixMode, PiecePlan, SourceResult, lint_in_pieces, lint_module_source, plan_pieces, unified_diff
+from torchlint.engine import (
+    INVALID_FILE, FixMode, PiecePlan, SourceResult, lint_in_pieces, lint_module_source, plan_pieces, read_outline, unified_diff,
+)
 from torchlint.files import FileChanged, write_atomic
 from torchlint.rule import Applicability, Finding, Location
 
@@ -176,21 +178,22 @@ def check_files(
     jobs = jobs or os.cpu_count() or 1
     tasks = [(f, settings, options) for f in files]
     reports: list[FileReport] = []
-    project = _build_project(files, settings, options)
-    large = jobs > 1 and _in_pieces(None, options) and any(_may_be_cut(f) for f in files)
-    if jobs <= 1 or (len(files) < 2 * jobs and not large):
-        _set_project(project)
-        results: Iterable[FileReport] = map(_check_one, tasks)
-        pool = None
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_set_project, initargs=(project,))
-        if large:
-            results = _check_in_pieces(pool, tasks, project)
-        else:
-            results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
+    large = [f for f in files if _may_be_cut(f)] if jobs > 1 and _in_pieces(None, options) else []
+    outlines = _Outlines(large, settings, options) if large else None  # (read while the project is summarised)
+    pool = None
     try:
+        project = _build_project(files, settings, options)
+        if jobs <= 1 or (len(files) < 2 * jobs and not large):
+            _set_project(project)
+            results: Iterable[FileReport] = map(_check_one, tasks)
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = ProcessPoolExecutor(max_workers=jobs, initializer=_set_project, initargs=(project,))
+            if large:
+                results = _check_in_pieces(pool, tasks, project, outlines)
+            else:
+                results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
         for report in results:
             reports.append(report)
             if progress is not None:
@@ -199,6 +202,8 @@ def check_files(
         _set_project(None)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if outlines is not None:
+            outlines.close()
     return reports
 
 
@@ -212,9 +217,88 @@ def _may_be_cut(path: Path) -> bool:
         return False
 
 
-def _check_in_pieces(pool, tasks: list, project) -> Iterator[FileReport]:
+class _Outlines:
+    """The outlines (``engine.read_outline``) of a run's large files, read by a process of
+    their own while this one summarises the project: a file's plan needs both, each a few
+    seconds of a 100,000-line file, and they took turns while the workers waited. A file
+    whose findings the cache holds is not read (nor is any file, where the process cannot
+    start: ``take`` then answers None, and the plan reads the file itself)."""
+
+    def __init__(self, paths: list[Path], settings: Settings, options: RunOptions) -> None:
+        import multiprocessing
+
+        self._read: dict[Path, tuple] = {}
+        self._waiting = [path for path in paths if not _held(path, settings, options)]
+        self._process = None
+        if not self._waiting:
+            return
+        try:
+            context = multiprocessing.get_context()
+            self._connection, sending = context.Pipe(duplex=False)
+            self._process = context.Process(target=_read_outlines, args=(self._waiting, sending), daemon=True)
+            self._process.start()
+            sending.close()
+        except (OSError, ValueError):
+            self._process = None
+
+    def take(self, path: Path, source: bytes) -> tuple | None:
+        """(the outline of ``source``, the hooks that read it: ``SemanticHooks`` without a
+        project), or None where it was not read (or the file changed since)."""
+        while self._process is not None and path in self._waiting and path not in self._read:
+            try:
+                read, digest, found, hooks = self._connection.recv()
+            except (EOFError, OSError):  # (the process died: the plans read the files themselves)
+                self.close()
+                return None
+            self._read[read] = (digest, found, hooks)
+        digest, found, hooks = self._read.pop(path, (None, None, None))
+        if found is None or digest != cache.sha256(source).hexdigest():
+            return None
+        return found, hooks
+
+    def close(self) -> None:
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.terminate()
+            self._process.join()
+            self._connection.close()
+            self._process = None
+
+
+def _held(path: Path, settings: Settings, options: RunOptions) -> bool:
+    """Whether the cache holds findings for the file as it is (whether the project still
+    answers as they need is not asked: the file is then planned without its outline read)."""
+    if not options.use_cache:
+        return False
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return True
+    key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, "project")
+    return isinstance(cache.load(settings.root, key), cache.Entry)
+
+
+def _read_outlines(paths: list[Path], connection) -> None:
+    """``_Outlines``' process: each file's outline, sent as it is read."""
+    from torchlint.semantic.pieces import SemanticHooks
+
+    for path in paths:
+        digest = found = hooks = None
+        try:
+            source = path.read_bytes()
+            hooks = SemanticHooks()
+            found = read_outline(source, hooks)
+            digest = cache.sha256(source).hexdigest()
+        except Exception:  # (the plan reads the file itself, and reports what is wrong)
+            found = None
+        connection.send((path, digest, found, hooks if found is not None else None))
+    connection.close()
+
+
+def _check_in_pieces(pool, tasks: list, project, outlines: _Outlines | None = None) -> Iterator[FileReport]:
     """The reports of ``tasks``, in order, each file a task of the pool but a large one,
-    whose pieces are: planned here, linted by the workers, merged here."""
+    whose pieces are: planned here (with its outline read by ``outlines``, where it was),
+    linted by the workers, merged here."""
     from torchlint.semantic.pieces import SemanticHooks
 
     pending: list = []
@@ -234,7 +318,13 @@ def _check_in_pieces(pool, tasks: list, project) -> Iterator[FileReport]:
                 if view is None and project is not None:
                     view = project.view(path)  # (not cached: still the view the lint asks)
                 try:
-                    planned = plan_pieces(source, SemanticHooks(view))
+                    read = outlines.take(path, source) if outlines is not None else None
+                    if read is None:
+                        planned = plan_pieces(source, SemanticHooks(view))
+                    else:
+                        found, hooks = read
+                        hooks.project = view
+                        planned = plan_pieces(source, hooks, found=found)
                 except Exception:  # a bug of ours: the file's own task reports it
                     planned = None
         if isinstance(planned, PiecePlan):

@@ -34,7 +34,7 @@ import dataclasses
 import operator
 import re
 import threading
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
 from libcst._batched_visitor import _BatchedCSTVisitor
@@ -486,3 +486,29 @@ def fast_walks() -> Iterator[None]:
             _active -= 1
             if _active == 0:
                 CSTNode.visit = _LIBCST_VISIT  # type: ignore[method-assign]
+
+
+def release_scopes(scopes: Mapping[cst.CSTNode, object]) -> None:
+    """Empty the scopes of a finished scope analysis (``ScopeProvider``'s answers, node to
+    scope), and their assignments, so that the tree they point at is freed by reference
+    counting once it is dropped. LibCST links each scope and its assignments both ways (and
+    each assignment and its accesses), and such cycles left the whole tree to Python's cyclic
+    collector: it walked every node of it again, at about fifteen times the cost of freeing it
+    (a tenth of a large file's lint). The scopes must not be used after."""
+    seen: dict[int, object] = {}
+    for scope in scopes.values():
+        while scope is not None and id(scope) not in seen:
+            seen[id(scope)] = scope
+            scope = getattr(scope, "parent", None)
+    for scope in list(seen.values()):
+        for assignment in scope.assignments:
+            _forget(assignment)
+    for scope in seen.values():
+        _forget(scope)
+
+
+def _forget(thing: object) -> None:
+    """Drop every attribute ``thing`` holds in its ``__dict__`` (none where it has slots)."""
+    attributes = getattr(thing, "__dict__", None)
+    if attributes is not None:
+        attributes.clear()

@@ -33,7 +33,7 @@ from libcst.metadata import (
     Scope,
 )
 
-from torchlint.traversal import STATEMENTS, FastDispatch, ScopeProvider, checkpoints
+from torchlint.traversal import STATEMENTS, FastDispatch, ScopeProvider, checkpoints, release_scopes
 
 if TYPE_CHECKING:
     from torchlint.semantic.project import ProjectView
@@ -355,6 +355,15 @@ class SemanticModel:
         self._uses_cache: dict[cst.ClassDef, dict[str, set[str]]] = {}
         self.checkpoint()
         self.module.visit(_Collector(self))
+
+    def release(self) -> None:
+        """Let go of everything, once the lint is done with the model: its facets point back
+        at it and LibCST's scopes at each other, cycles that held the whole tree for Python's
+        cyclic collector (``traversal.release_scopes``). The model must not be used after."""
+        scopes = self.__dict__.get("scopes")
+        if scopes is not None:
+            release_scopes(scopes)
+        self.__dict__.clear()
 
     def checkpoint(self) -> None:
         """Where a long stage of the facts begins: ``check``, if any, may stop the lint."""

@@ -50,7 +50,9 @@ _LOCAL_NODES = (
 
 
 class SemanticHooks:
-    """``pieces.Hooks`` for a file linted with ``project`` (its project view, or None)."""
+    """``pieces.Hooks`` for a file linted with ``project`` (its project view, or None). Only
+    ``finish`` asks the project: a process that has none can read the file's outline, and
+    the one that has it set ``project`` and finish (``runner._Outlines``)."""
 
     def __init__(self, project: object = None) -> None:
         self.project = project
@@ -95,11 +97,10 @@ class SemanticHooks:
             elif kind is ast.Constant:
                 value = child.value
                 shared = shared or (type(value) is str and (value == "nccl" or bool(_DEVICE_STRING.match(value))))
-            elif kind is ast.Call:
-                if self.project is not None:
-                    dotted = _dotted(child.func)
-                    if dotted is not None:
-                        chains.add(dotted)
+            elif kind is ast.Call:  # (kept whether or not there is a project yet: see ``finish``)
+                dotted = _dotted(child.func)
+                if dotted is not None:
+                    chains.add(dotted)
             elif kind in _TESTS:
                 names = _names(child.test)
                 tests |= names
