@@ -895,13 +895,12 @@ def read_outline(
     ``finish``: it needs nothing but the file): None where the file is not cut (fewer than
     ``min_lines`` rows, lines that end in a lone carriage return, or what does not parse)."""
     min_lines = pieces.MIN_LINES if min_lines is None else min_lines
-    if source.count(b"\n") + 1 < min_lines or source.count(b"\r") != source.count(b"\r\n"):
+    bodies = pieces.reader(source, chunk_lines or pieces.CHUNK_LINES) if source.count(b"\n") + 1 >= min_lines else None
+    if bodies is None:
         return None
     try:
-        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
-        rows = pieces.definition_rows(source)
-        return pieces.outline(pieces.chunks(text, rows, chunk_lines or pieces.CHUNK_LINES), hooks, finish=False)
-    except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
+        return pieces.outline(bodies(), hooks, finish=False)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 

@@ -43,7 +43,7 @@ import bisect
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MIN_LINES = 20_000
@@ -79,6 +79,23 @@ def chunks(text: str, starts: list[int], chunk_lines: int = CHUNK_LINES) -> Iter
                 index += 1  # a cut inside a string or brackets: the chunk grows to the next
         yield tree.body
         begin = end
+
+
+def reader(source: bytes, chunk_lines: int = CHUNK_LINES) -> Callable[[], Iterator[list[ast.stmt]]] | None:
+    """A file's top-level statements a chunk at a time (``chunks``), read again at each
+    call; None where its text cannot be had (an encoding it does not decode in, a line that
+    ends in a lone carriage return): its whole parse says why."""
+    import io
+    import tokenize
+
+    try:
+        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return None
+    if source.count(b"\r") != source.count(b"\r\n"):
+        return None
+    starts = definition_rows(source)
+    return lambda: chunks(text, starts, chunk_lines)
 
 
 def definition_rows(source: bytes) -> list[int]:

@@ -114,7 +114,7 @@ def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMem
     built by), are unchanged is not walked again."""
     try:
         if tree is None and memo is None and isinstance(source, bytes) and source.count(b"\n") >= pieces.MIN_LINES:
-            bodies = _chunked(source)  # a large file: never its whole tree at once
+            bodies = pieces.reader(source)  # a large file: never its whole tree at once
             if bodies is not None:
                 return _Summarizer(bodies).summary()
         if tree is None:
@@ -124,22 +124,6 @@ def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMem
         return _Summarizer(lambda: [body], source_rows(source) if memo is not None else None, memo).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-
-
-def _chunked(source: bytes) -> Callable[[], Iterator[list[ast.stmt]]] | None:
-    """The top-level statements of a large file a chunk at a time (``pieces.chunks``), read
-    again at each call; None where the file's text cannot be had (its whole parse says why)."""
-    import io
-    import tokenize
-
-    try:
-        text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return None
-    if source.count(b"\r") != source.count(b"\r\n"):
-        return None
-    starts = pieces.definition_rows(source)
-    return lambda: pieces.chunks(text, starts)
 
 
 def _dotted(node: ast.expr) -> str | None:
