@@ -108,13 +108,76 @@ def test_a_syntax_error_is_raised_by_the_last_chunk():
         list(pieces.chunks(source, pieces.definition_rows(source.encode()), 1))
 
 
+def _read_once(text: str, chunk_lines: int = 1) -> tuple[project.ModuleSummary, int]:
+    """The summary of ``text`` with its chunks read once (``_Summarizer``'s ``names``), and
+    how many times the chunks were read."""
+    source = text.encode()
+    starts = pieces.definition_rows(source)
+    read = []
+
+    def bodies():
+        read.append(1)
+        return pieces.chunks(text, starts, chunk_lines)
+
+    return project._Summarizer(bodies, names=pieces.definition_names(source)).summary(), len(read)
+
+
 @pytest.mark.parametrize("path", FIXTURES[::3], ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_the_chunked_summary_is_the_whole_summary(path):
     source = path.read_bytes()
     text = source.decode("utf-8")
     starts = pieces.definition_rows(source)
-    chunked = project._Summarizer(lambda: pieces.chunks(text, starts, 1)).summary()
-    assert chunked == project.summarize(source)
+    whole = project.summarize(source)
+    assert project._Summarizer(lambda: pieces.chunks(text, starts, 1)).summary() == whole
+    assert _read_once(text)[0] == whole
+
+
+# What a chunk asks of the file that only a later chunk answers: the summary read once reads
+# again from the first chunk that got another answer than the whole file's.
+LATER_ANSWERS = {
+    "a later import of a name read before": (
+        "def first():\n    return helpers.build()\n\n\ndef second():\n    import project.helpers as helpers\n    return 1\n",
+        2,
+    ),
+    "a top-level import after a function's": (
+        "def first():\n    import other as np\n    return np.load()\n\n\ndef second():\n    return np.zeros()\n\n\nimport numpy as np\n",
+        2,
+    ),
+    "a name that a string guesses defined": (
+        'def first():\n    return helper()\n\n\ntext = """\ndef helper():\n"""\n\n\ndef second():\n    return 2\n',
+        2,
+    ),
+    "a function defined after its caller": (
+        "def first():\n    return later(3)\n\n\ndef later(n):\n    return n\n",
+        1,
+    ),
+    "a function defined after its caller, with a tab": (
+        "def first():\n    return later(3)\n\n\ndef middle():\n    return 1\n\n\ndef\tlater(n):\n    return n\n",
+        1,
+    ),
+    "a function defined after its caller, its name on the next line": (
+        "def first():\n    return later(3)\n\n\ndef \\\nlater(n):\n    return n\n",
+        2,
+    ),
+    "a class defined after a function that builds it": (
+        "import torch\n\n\ndef first():\n    return Net()\n\n\nclass Net(torch.nn.Module):\n    pass\n",
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("text, reads", LATER_ANSWERS.values(), ids=LATER_ANSWERS.keys())
+def test_the_summary_read_once_is_the_whole_summary(text, reads):
+    summary, read = _read_once(text)
+    assert summary == project.summarize(text)
+    assert read == reads
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(programs)
+def test_the_summary_read_once_is_the_whole_summary_of_generated_programs(program):
+    # (Scrambled programs call and import in any order.)
+    assert _read_once(program.source)[0] == project.summarize(program.source)
 
 
 def test_a_large_file_is_summarized_in_chunks(monkeypatch):
@@ -124,7 +187,7 @@ def test_a_large_file_is_summarized_in_chunks(monkeypatch):
     read = []
     original = pieces.chunks
     monkeypatch.setattr(pieces, "chunks", lambda *a, **k: read.append(1) or original(*a, **k))
-    assert project.summarize(source) == whole and len(read) == 2  # (imports, then summaries)
+    assert project.summarize(source) == whole and len(read) == 1  # (read once: imports and summaries)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))

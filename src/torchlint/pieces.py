@@ -50,6 +50,7 @@ MIN_LINES = 20_000
 PIECE_LINES = 5_000
 CHUNK_LINES = 2_000
 _STARTS = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)
+_NAMED = re.compile(rb"^(?:(class)|(?:async[ \t]+)?def)[ \t]+([^\s(:]+)", re.MULTILINE)
 
 
 def chunks(text: str, starts: list[int], chunk_lines: int = CHUNK_LINES) -> Iterator[list[ast.stmt]]:
@@ -109,6 +110,20 @@ def definition_rows(source: bytes) -> list[int]:
         position = match.start()
         rows.append(row)
     return rows
+
+
+def definition_names(source: bytes) -> tuple[set[str], set[str]]:
+    """The names that lines at column 0 define (``def``, ``class``, ``async def``), and those
+    of them that ``def`` defines: a guess at the file's top-level definitions (a line of a
+    string can look like one; a name that is not UTF-8 is missed)."""
+    names: set[str] = set()
+    functions: set[str] = set()
+    for match in _NAMED.finditer(source):
+        name = match.group(2).decode("utf-8", "replace")
+        names.add(name)
+        if match.group(1) is None:
+            functions.add(name)
+    return names, functions
 
 
 @dataclass
@@ -171,20 +186,37 @@ def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None, fi
 
 
 def walk(node: ast.AST) -> list[ast.AST]:
-    """Every node in ``node``, itself included (``ast.walk``'s nodes, in another order, at
-    a third of its cost)."""
+    """Every node in ``node``, itself included, but expression contexts and operators
+    (``ast.walk``'s nodes, those aside, in another order, at a third of its cost)."""
     found = []
     stack = [node]
+    fields = _CHILD_FIELDS
     while stack:
         node = stack.pop()
         found.append(node)
-        for name in node._fields:
+        kind = type(node)
+        for name in fields[kind] if kind in fields else child_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
                 stack.extend(item for item in value if isinstance(item, ast.AST))
             elif isinstance(value, ast.AST):
                 stack.append(value)
     return found
+
+
+# Fields that hold nothing a walk here looks at: the expression context of a name, attribute,
+# subscript, starred, list or tuple (``Load()``, ``Store()``), and operators (a third of a
+# training file's nodes).
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an ``ast`` node type that may hold the nodes of a walk: all but its
+    expression context and operators."""
+    if kind not in _CHILD_FIELDS:
+        _CHILD_FIELDS[kind] = tuple(name for name in kind._fields if name not in _LEAF_FIELDS)
+    return _CHILD_FIELDS[kind]
 
 
 def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:

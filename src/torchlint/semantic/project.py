@@ -21,7 +21,7 @@ import builtins
 import os
 import re
 from collections import ChainMap, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
@@ -114,9 +114,9 @@ def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMem
     built by), are unchanged is not walked again."""
     try:
         if tree is None and memo is None and isinstance(source, bytes) and source.count(b"\n") >= pieces.MIN_LINES:
-            bodies = pieces.reader(source)  # a large file: never its whole tree at once
+            bodies = pieces.reader(source)  # a large file: never its whole tree at once, read once
             if bodies is not None:
-                return _Summarizer(bodies).summary()
+                return _Summarizer(bodies, names=pieces.definition_names(source)).summary()
         if tree is None:
             tree = syntax_tree(source)  # the lint's own syntax check, warnings silenced
         # The walks recurse once per nesting level: a chain of thousands of `+` is too deep.
@@ -158,10 +158,20 @@ def _statements_breadth_first(body: list[ast.stmt]) -> Iterator[tuple[int, ast.A
 
 class _Summarizer:
     """One module's summary, from its top-level statements: ``bodies()`` gives them (a list
-    per chunk of the file, ``pieces.chunks``), and is read twice, once for the imports and
-    definitions that every summary of a definition depends on, then for the summaries."""
+    per chunk of the file, ``pieces.chunks``). What a definition's summary depends on besides
+    its own text is the file's imports and top-level definitions (``qualify`` and
+    ``callable_name`` read them): they are read first, in a pass of their own, then the
+    summaries; or, given ``names`` (those that may be defined at the top level: a guess,
+    ``pieces.definition_names``), in one pass (``summary``), for a file whose every reading
+    is a parse."""
 
-    def __init__(self, bodies: Callable[[], Iterable[list[ast.stmt]]], rows: list | None = None, memo: LintMemo | None = None) -> None:
+    def __init__(
+        self,
+        bodies: Callable[[], Iterable[list[ast.stmt]]],
+        rows: list | None = None,
+        memo: LintMemo | None = None,
+        names: tuple[set[str], set[str]] | None = None,
+    ) -> None:
         self.bodies = bodies
         self.rows, self.memo = rows, memo  # the source's lines, for ``memo``'s keys
         self.imports: dict[str, str] = {}  # every import binding of the file, by local name
@@ -169,21 +179,34 @@ class _Summarizer:
         self.modules: list[str] = []
         self.defined: set[str] = set()
         self.functions_defined: set[str] = set()
-        imports = []  # (depth, chunk, order, node, top): ``_statements_breadth_first`` of the whole
-        for chunk, body in enumerate(bodies()):
-            for node in body:
-                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self.defined.add(node.name)
-                    if not isinstance(node, ast.ClassDef):
-                        self.functions_defined.add(node.name)
-            top = {id(n) for n in _top_level_imports(body)}
-            for order, (depth, node) in enumerate(_statements_breadth_first(body)):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    imports.append((depth, chunk, order, node, id(node) in top))
-        for *_, node, top in sorted(imports, key=lambda entry: entry[:3]):
-            self._import(node, top)
+        self._found: list[tuple] = []  # (depth, chunk, order, node, top): ``_statements_breadth_first`` of the whole
+        self.names = names
+        self.asked: set | None = None  # (read once: what the chunk being read asked of the file)
+        if names is None:
+            for chunk, body in enumerate(bodies()):
+                self._learn(chunk, body, self.defined, self.functions_defined)
+            self._bind_imports()
         # What a definition's summary depends on besides its own text.
         self.context = (tuple(self.imports.items()), frozenset(self.defined), frozenset(self.functions_defined))
+
+    def _learn(self, chunk: int, body: list[ast.stmt], defined: set[str], functions: set[str]) -> None:
+        """The top-level definitions and the imports of a chunk."""
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.add(node.name)
+                if not isinstance(node, ast.ClassDef):
+                    functions.add(node.name)
+        top = {id(n) for n in _top_level_imports(body)}
+        for order, (depth, node) in enumerate(_statements_breadth_first(body)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._found.append((depth, chunk, order, node, id(node) in top))
+
+    def _bind_imports(self) -> None:
+        """The import bindings of the chunks read, in the order ``ast.walk`` of the whole
+        file reaches them (the first binding of a name wins)."""
+        self.imports, self.top_imports, self.modules = {}, [], []
+        for *_, node, top in sorted(self._found, key=lambda entry: entry[:3]):
+            self._import(node, top)
 
     def remembered(self, kind: str, node: ast.stmt, extra: tuple, make: Callable[[], object]) -> object:
         """``make()``, or what it gave for the same text of the top-level definition ``node``
@@ -228,6 +251,8 @@ class _Summarizer:
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
+        if self.asked is not None:
+            self.asked.add(head)
         if head in self.defined:
             return dotted
         if head in self.imports:
@@ -236,16 +261,14 @@ class _Summarizer:
         return None
 
     def summary(self) -> ModuleSummary:
-        classes, functions = [], []
+        classes: list[ClassSummary] = []
+        functions: list[FunctionSummary] = []
         sites = _Sites(self)
-        for body in self.bodies():
-            for node in body:
-                if isinstance(node, ast.ClassDef):
-                    classes.append(self.remembered("class", node, (), lambda: self._class(node)))
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    functions.append(self.remembered("function", node, (), lambda: self._function(node)))
-                sites.visit(node)  # (as a visit of the module: its statements in order)
-                sites.called.clear()  # (ids of this statement's nodes, which a later chunk's may reuse)
+        if self.names is not None:
+            self._read_once(classes, functions, sites)
+        else:
+            for body in self.bodies():
+                self._summarize(body, classes, functions, sites)
         return ModuleSummary(
             imports=tuple(self.top_imports),
             imported_modules=tuple(dict.fromkeys(self.modules)),
@@ -255,14 +278,69 @@ class _Summarizer:
             references=tuple(dict.fromkeys(sites.references)),
         )
 
+    def _summarize(self, body: list[ast.stmt], classes: list, functions: list, sites: _Sites) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                classes.append(self.remembered("class", node, (), lambda: self._class(node)))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append(self.remembered("function", node, (), lambda: self._function(node)))
+            sites.visit(node)  # (as a visit of the module: its statements in order)
+            sites.called.clear()  # (ids of this statement's nodes, which a later chunk's may reuse)
+
+    def _read_once(self, classes: list, functions: list, sites: _Sites) -> None:
+        """The summaries with the chunks read once: each chunk is summarised as soon as it is
+        read, with the imports of the chunks read so far and the names that may be defined
+        (``names``, and those read so far), and what it asked is kept with the answers it
+        got. Once every chunk is read, a chunk whose answers differ from the whole file's
+        (a later import of a name it reads, a name guessed defined in a string) and those
+        after it are summarised again."""
+        defined: set[str] = set()
+        functions_defined: set[str] = set()
+        guessed, guessed_functions = self.names
+        self.defined, self.functions_defined = set(guessed), set(guessed_functions)
+        read: list[tuple[tuple, dict]] = []  # each chunk's (state before it, answers)
+        for chunk, body in enumerate(self.bodies()):
+            state = (len(classes), len(functions), len(sites.calls), len(sites.references), sites.module_body.copy())
+            known = len(self._found)
+            self._learn(chunk, body, defined, functions_defined)
+            self.defined |= defined
+            self.functions_defined |= functions_defined
+            if len(self._found) > known:
+                self._bind_imports()
+            self.asked = set()
+            self._summarize(body, classes, functions, sites)
+            read.append((state, {key: self._answer(key) for key in self.asked}))
+        self.asked = None
+        self.defined, self.functions_defined = defined, functions_defined
+        self.context = (tuple(self.imports.items()), frozenset(defined), frozenset(functions_defined))
+        changed = next((c for c, (_, answers) in enumerate(read) if any(self._answer(k) != a for k, a in answers.items())), None)
+        if changed is None:
+            return
+        state = read[changed][0]
+        del classes[state[0]:], functions[state[1]:], sites.calls[state[2]:], sites.references[state[3]:]
+        sites.body = sites.module_body = state[4]
+        for chunk, body in enumerate(self.bodies()):
+            if chunk >= changed:
+                self._summarize(body, classes, functions, sites)
+
+    def _answer(self, key: str | tuple[str]) -> tuple:
+        """What ``qualify`` (a name: the head of a dotted name) or ``callable_name`` (a
+        1-tuple: a bare qualified name) reads of the file for ``key``."""
+        if isinstance(key, tuple):
+            return key[0] in self.defined, key[0] in self.functions_defined
+        return key in self.defined, self.imports.get(key)
+
     def callable_name(self, node: ast.expr) -> str | None:
         """The qualified name of what may be a project function: the file's own top-level
         function, or a name imported from a module that is not torch's."""
         qname = self.qualify(node)
         if qname is None or qname.startswith(("torch.", "torchvision.")) or qname == "torch":
             return None
-        if "." not in qname and qname in self.defined:
-            return qname if qname in self.functions_defined else None
+        if "." not in qname:
+            if self.asked is not None:
+                self.asked.add((qname,))
+            if qname in self.defined:
+                return qname if qname in self.functions_defined else None
         return qname
 
     # --- classes
@@ -416,7 +494,8 @@ class _Sites(ast.NodeVisitor):
 
     def generic_visit(self, node: ast.AST) -> None:
         visit = self.visit
-        for name in node._fields:
+        kind = type(node)  # (contexts and operators aside: nothing here looks at them)
+        for name in pieces._CHILD_FIELDS[kind] if kind in pieces._CHILD_FIELDS else pieces.child_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
@@ -589,6 +668,9 @@ class _Body:
     built: dict[str, str] = field(default_factory=dict)  # local name -> the call that built it
     grad_statement: bool = False  # torch.set_grad_enabled(False) so far
 
+    def copy(self) -> _Body:
+        return replace(self, modes=list(self.modes), built=dict(self.built))
+
 
 def _top_level_imports(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """The imports that bind module-level names, also under a top-level ``try`` or ``if``
@@ -604,14 +686,18 @@ def _top_level_imports(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _top_level_imports(block)
 
 
-def _walk_function(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a function's body in source order, nested functions and classes aside."""
+def _walk_function(node: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's body in source order, nested functions and classes aside,
+    and expression contexts and operators (``pieces.child_fields``)."""
+    found = []
     stack = list(reversed(node.body))
+    fields = pieces._CHILD_FIELDS
     while stack:
         sub = stack.pop()
-        yield sub
+        found.append(sub)
+        kind = type(sub)
         children = []  # ``ast.iter_child_nodes``, without its generators
-        for name in sub._fields:
+        for name in fields[kind] if kind in fields else pieces.child_fields(kind):
             value = getattr(sub, name, None)
             if isinstance(value, ast.AST):
                 if not isinstance(value, _NOT_WALKED):
@@ -619,6 +705,7 @@ def _walk_function(node: ast.AST) -> Iterator[ast.AST]:
             elif type(value) is list:
                 children.extend(c for c in value if isinstance(c, ast.AST) and not isinstance(c, _NOT_WALKED))
         stack.extend(reversed(children))
+    return found
 
 
 _NOT_WALKED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
