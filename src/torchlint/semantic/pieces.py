@@ -24,7 +24,7 @@ import ast
 import builtins
 import functools
 
-from torchlint.pieces import Definition
+from torchlint.pieces import Definition, walk
 from torchlint.semantic.devices import _AVAILABILITY, _COLLECTIVES, _DEVICE_STRING, DEVICE_NAME
 from torchlint.semantic.project import _dotted
 
@@ -209,7 +209,7 @@ def _independent(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[a
 def _names(node: ast.AST) -> set[str]:
     """The names in an expression, attributes' included (as LibCST's ``Name`` nodes)."""
     names = set()
-    for child in ast.walk(node):
+    for child in walk(node):
         if isinstance(child, ast.Name):
             names.add(child.id)
         elif isinstance(child, ast.Attribute):
