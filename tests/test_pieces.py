@@ -94,6 +94,15 @@ def test_rows_are_those_python_counts():
     assert [(f.code, f.start.row) for f in result.findings] == [("TL201", 10)]
 
 
+def test_walk_is_ast_walk_without_contexts_and_operators():
+    leaves = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+    for path in FIXTURES[::2]:
+        tree = ast.parse(path.read_bytes())
+        expected = {id(n) for n in ast.walk(tree) if not isinstance(n, leaves)}
+        walked = pieces.walk(tree)
+        assert len(walked) == len(expected) and {id(n) for n in walked} == expected, path
+
+
 def test_tricky_cuts_are_tried_and_grown():
     starts = pieces.definition_rows(TRICKY.encode())
     assert starts == [3, 5, 6, 10, 11, 17, 18, 20, 22, 24, 25]  # 3, 5, 6 and 22 inside strings

@@ -190,7 +190,7 @@ def walk(node: ast.AST) -> list[ast.AST]:
     (``ast.walk``'s nodes, those aside, in another order, at a third of its cost)."""
     found = []
     stack = [node]
-    fields = _CHILD_FIELDS
+    fields = CHILD_FIELDS
     while stack:
         node = stack.pop()
         found.append(node)
@@ -208,15 +208,15 @@ def walk(node: ast.AST) -> list[ast.AST]:
 # subscript, starred, list or tuple (``Load()``, ``Store()``), and operators (a third of a
 # training file's nodes).
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # ``child_fields``, by node type
 
 
 def child_fields(kind: type) -> tuple[str, ...]:
     """The fields of an ``ast`` node type that may hold the nodes of a walk: all but its
     expression context and operators."""
-    if kind not in _CHILD_FIELDS:
-        _CHILD_FIELDS[kind] = tuple(name for name in kind._fields if name not in _LEAF_FIELDS)
-    return _CHILD_FIELDS[kind]
+    if kind not in CHILD_FIELDS:
+        CHILD_FIELDS[kind] = tuple(name for name in kind._fields if name not in _LEAF_FIELDS)
+    return CHILD_FIELDS[kind]
 
 
 def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:

@@ -495,7 +495,7 @@ class _Sites(ast.NodeVisitor):
     def generic_visit(self, node: ast.AST) -> None:
         visit = self.visit
         kind = type(node)  # (contexts and operators aside: nothing here looks at them)
-        for name in pieces._CHILD_FIELDS[kind] if kind in pieces._CHILD_FIELDS else pieces.child_fields(kind):
+        for name in pieces.CHILD_FIELDS[kind] if kind in pieces.CHILD_FIELDS else pieces.child_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
@@ -691,7 +691,7 @@ def _walk_function(node: ast.AST) -> list[ast.AST]:
     and expression contexts and operators (``pieces.child_fields``)."""
     found = []
     stack = list(reversed(node.body))
-    fields = pieces._CHILD_FIELDS
+    fields = pieces.CHILD_FIELDS
     while stack:
         sub = stack.pop()
         found.append(sub)
