@@ -94,6 +94,17 @@ def test_rows_are_those_python_counts():
     assert [(f.code, f.start.row) for f in result.findings] == [("TL201", 10)]
 
 
+def test_definition_names_guess_the_top_level_definitions():
+    source = (
+        b"class Foo[T]:\n    def method(self): pass\nasync  def fetch(x): pass\n"
+        b"def\thelper(): pass\nclass Net(Base): pass\ntext = '''\ndef in_string(): pass\n'''\n"
+    )
+    names, functions = pieces.definition_names(source)
+    # (A line of a string is a guess too: the summary read once checks what it asked.)
+    assert names == {"Foo", "fetch", "helper", "Net", "in_string"}
+    assert functions == {"fetch", "helper", "in_string"}
+
+
 def test_walk_is_ast_walk_without_contexts_and_operators():
     leaves = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
     for path in FIXTURES[::2]:

@@ -50,7 +50,7 @@ MIN_LINES = 20_000
 PIECE_LINES = 5_000
 CHUNK_LINES = 2_000
 _STARTS = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)
-_NAMED = re.compile(rb"^(?:(class)|(?:async[ \t]+)?def)[ \t]+([^\s(:]+)", re.MULTILINE)
+_NAMED = re.compile(rb"^(?:(class)|(?:async[ \t]+)?def)[ \t]+([^\s(:\[]+)", re.MULTILINE)
 
 
 def chunks(text: str, starts: list[int], chunk_lines: int = CHUNK_LINES) -> Iterator[list[ast.stmt]]:
@@ -115,7 +115,7 @@ def definition_rows(source: bytes) -> list[int]:
 def definition_names(source: bytes) -> tuple[set[str], set[str]]:
     """The names that lines at column 0 define (``def``, ``class``, ``async def``), and those
     of them that ``def`` defines: a guess at the file's top-level definitions (a line of a
-    string can look like one; a name that is not UTF-8 is missed)."""
+    string can look like one; a name after a line continuation, or not in UTF-8, is missed)."""
     names: set[str] = set()
     functions: set[str] = set()
     for match in _NAMED.finditer(source):
