@@ -168,7 +168,7 @@ def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None, fi
     for chunk in statements:
         for node in chunk:
             nodes = walk(node)
-            used, defined, declared = _names(nodes)
+            used, defined, declared = names(nodes)
             if isinstance(node, DEFINITIONS):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 facts = hooks.definition(node, nodes, used) if hooks is not None else None
@@ -219,7 +219,7 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return CHILD_FIELDS[kind]
 
 
-def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
+def names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
     """What a statement's nodes use (names and attribute names, read or written), the names
     of the functions and classes they define (its own and those inside it), and the names
     they declare global."""

@@ -25,6 +25,7 @@ import builtins
 import functools
 
 from torchlint.pieces import Definition, walk
+from torchlint.pieces import names as _walked_names  # (``names`` is many a local here)
 from torchlint.semantic.devices import _AVAILABILITY, _COLLECTIVES, _DEVICE_STRING, DEVICE_NAME
 from torchlint.semantic.project import _dotted
 
@@ -207,11 +208,6 @@ def _independent(function: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[a
 
 
 def _names(node: ast.AST) -> set[str]:
-    """The names in an expression, attributes' included (as LibCST's ``Name`` nodes)."""
-    names = set()
-    for child in walk(node):
-        if isinstance(child, ast.Name):
-            names.add(child.id)
-        elif isinstance(child, ast.Attribute):
-            names.add(child.attr)
-    return names
+    """The names in an expression, attributes' included (as LibCST's ``Name`` nodes): what
+    the outline counts as used (an expression declares nothing global)."""
+    return _walked_names(walk(node))[0]
