@@ -246,6 +246,34 @@ def test_the_generated_training_file_is_cut_with_a_small_context():
     assert sorted(map(_key, result.findings)) == sorted(map(_key, lint_module_source(source, RULES).findings))
 
 
+def _context_share(found, cuts) -> float:
+    sizes = [d.last - d.first + 1 for d in found.definitions]
+    return sum(sizes[i] for c in cuts for i in c.context) / sum(sizes)
+
+
+def test_pieces_are_small_where_their_contexts_add_little(monkeypatch):
+    monkeypatch.setattr(pieces, "PIECE_LINES", 250)
+    source = generate(3_000).encode()
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    small = pieces.plan(found, piece_lines=250)
+    assert _context_share(found, small) <= pieces.SMALL_CONTEXT  # (the model class and the loader factory)
+    assert pieces.sized_plan(found) == small and len(small) > len(pieces.plan(found, piece_lines=500))
+
+
+def test_pieces_are_twice_as_long_where_their_contexts_would_add_much(monkeypatch):
+    # Every function uses a 40-line class: each piece holds it again.
+    monkeypatch.setattr(pieces, "PIECE_LINES", 50)
+    helper = "class Big:\n" + "".join(f"    def m{i}(self):\n        return {i}\n" for i in range(20))
+    functions = "".join(f"\n\ndef f{i}(x):\n    b = Big()\n    y = [b, x]\n    z = y + [x]\n    return z\n" for i in range(60))
+    found = pieces.outline(iter([ast.parse(helper + functions).body]), SemanticHooks())
+    small = pieces.plan(found, piece_lines=50)
+    assert small is not None and _context_share(found, small) > pieces.SMALL_CONTEXT
+    assert pieces.sized_plan(found) == pieces.plan(found, piece_lines=100) != small
+    # Where no small plan is made (a context over max_context), the longer pieces are tried too.
+    assert pieces.plan(found, piece_lines=50, max_context=0.1) is None
+    assert pieces.sized_plan(found, max_context=0.1) == pieces.plan(found, piece_lines=100, max_context=0.1)
+
+
 def test_a_caller_is_context_for_the_function_it_calls():
     # `model.eval()` in `main` is what keeps `evaluate` silent: its piece must hold `main`.
     source = (

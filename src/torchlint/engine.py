@@ -917,7 +917,7 @@ def plan_pieces(
     pieces of about ``piece_lines`` lines (``torchlint/pieces.py``); ``hooks`` is the
     semantic layer's reader of its definitions (``semantic.pieces.SemanticHooks``), and
     ``found`` what ``read_outline`` read of the file with them, when read already (by
-    another process). None where the file is not cut: lint it whole (its lint then also
+    another process); without ``piece_lines``, ``pieces.sized_plan`` sizes the pieces. None where the file is not cut: lint it whole (its lint then also
     reports a syntax error); a ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing
     to lint."""
     if found is None:
@@ -926,7 +926,7 @@ def plan_pieces(
             return None
     if hooks is not None:
         found.shared, found.independent = hooks.finish(found.definitions)
-    cuts = pieces.plan(found, piece_lines or pieces.PIECE_LINES, max_context)
+    cuts = pieces.plan(found, piece_lines, max_context) if piece_lines else pieces.sized_plan(found, max_context)
     if cuts is None:
         return None
     suppressions = find_suppressions(source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0]))

@@ -13,7 +13,9 @@ of the whole file:
 - ``outline`` reads from those chunks what the plan needs: each top-level definition's rows,
   the names it uses and defines, and what the semantic layer says of it (``Hooks``).
 - ``plan`` cuts the definitions into runs of about ``PIECE_LINES`` lines, and gives each run
-  its *context*: the definitions whose facts its own can depend on. A piece is the file's
+  its *context*: the definitions whose facts its own can depend on (``sized_plan``: runs
+  twice as long where the contexts, linted again in each piece, would add more than
+  ``SMALL_CONTEXT`` to the lines linted). A piece is the file's
   rows without those of every other definition (columns stay; ``piece_source`` maps rows
   back), its findings in its own definitions' rows are kept, and those of the module-level
   statements (imports, assignments, ``if __name__`` blocks: in every piece) come from the
@@ -47,7 +49,10 @@ from typing import Callable, Iterator, Protocol
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MIN_LINES = 20_000
-PIECE_LINES = 5_000
+PIECE_LINES = 2_500
+# The share of the definitions' lines that the pieces' contexts, all together, may add at
+# ``PIECE_LINES`` (``sized_plan``).
+SMALL_CONTEXT = 0.05
 CHUNK_LINES = 2_000
 _STARTS = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)
 _NAMED = re.compile(rb"^(?:(class)|(?:async[ \t]+)?def)[ \t]+([^\s(:\[]+)", re.MULTILINE)
@@ -290,6 +295,23 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
             return None
         pieces.append(Piece(run, context, prelude=number == 0))
     return pieces
+
+
+def sized_plan(found: Outline, max_context: float = 0.5) -> list[Piece] | None:
+    """``plan`` in runs of ``PIECE_LINES`` lines where their contexts add little (all
+    together, ``SMALL_CONTEXT`` of the definitions' lines or less), else in runs twice as
+    long. Smaller pieces hold less at once: on the generated 100,000-line training file,
+    pieces of 2,500 lines (context: 0.4% more lines) took 6% less CPU time than pieces of
+    5,000 with two jobs side by side (whose memory and caches they share), and their
+    workers 129 MB against 185 at their peak. The context of a piece is linted again in
+    each piece, so the smaller pieces pay only where it is small (where every function uses
+    a large class, say)."""
+    cuts = plan(found, PIECE_LINES, max_context)
+    if cuts is not None:
+        sizes = [d.last - d.first + 1 for d in found.definitions]
+        if sum(sizes[i] for piece in cuts for i in piece.context) <= SMALL_CONTEXT * sum(sizes):
+            return cuts
+    return plan(found, 2 * PIECE_LINES, max_context)
 
 
 def _closure(start: set[int], edges: list[set[int]]) -> set[int]:
