@@ -269,9 +269,16 @@ def test_pieces_are_twice_as_long_where_their_contexts_would_add_much(monkeypatc
     small = pieces.plan(found, piece_lines=50)
     assert small is not None and _context_share(found, small) > pieces.SMALL_CONTEXT
     assert pieces.sized_plan(found) == pieces.plan(found, piece_lines=100) != small
-    # Where no small plan is made (a context over max_context), the longer pieces are tried too.
-    assert pieces.plan(found, piece_lines=50, max_context=0.1) is None
-    assert pieces.sized_plan(found, max_context=0.1) == pieces.plan(found, piece_lines=100, max_context=0.1)
+
+
+def test_longer_pieces_are_tried_where_no_small_plan_is_made(monkeypatch):
+    # Each function calls the next: every other function is context, fewer where a run is longer.
+    monkeypatch.setattr(pieces, "PIECE_LINES", 50)
+    source = "".join(f"def f{i}(model):\n    a = model\n    b = f{i + 1}(a)\n    c = [b]\n    return c\n\n\n" for i in range(60))
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    assert pieces.plan(found, piece_lines=50, max_context=0.75) is None  # (a piece's context: 250 of 300 lines)
+    longer = pieces.plan(found, piece_lines=100, max_context=0.75)
+    assert longer is not None and pieces.sized_plan(found, max_context=0.75) == longer
 
 
 def test_a_caller_is_context_for_the_function_it_calls():

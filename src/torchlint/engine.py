@@ -917,9 +917,9 @@ def plan_pieces(
     pieces of about ``piece_lines`` lines (``torchlint/pieces.py``); ``hooks`` is the
     semantic layer's reader of its definitions (``semantic.pieces.SemanticHooks``), and
     ``found`` what ``read_outline`` read of the file with them, when read already (by
-    another process); without ``piece_lines``, ``pieces.sized_plan`` sizes the pieces. None where the file is not cut: lint it whole (its lint then also
-    reports a syntax error); a ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing
-    to lint."""
+    another process); without ``piece_lines``, ``pieces.sized_plan`` sizes the pieces. None
+    where the file is not cut: lint it whole (its lint then also reports a syntax error); a
+    ``SourceResult`` where a ``# torchlint: noqa`` leaves nothing to lint."""
     if found is None:
         found = read_outline(source, hooks, min_lines, chunk_lines)
         if found is None:
