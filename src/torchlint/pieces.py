@@ -142,6 +142,11 @@ class Definition:
     declared: set[str]  # the global names it declares
     facts: object = None  # what ``Hooks.definition`` said of it
 
+    @property
+    def lines(self) -> int:
+        """How many rows it spans."""
+        return self.last - self.first + 1
+
 
 class Hooks(Protocol):
     """What the semantic layer says of a file's definitions, read chunk by chunk: it sees
@@ -275,7 +280,7 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
         targets.discard(index)
     base = {i for name in found.prelude for i in by_name.get(name, ())} | found.shared
     base = _closure(base, edges)
-    sizes = [d.last - d.first + 1 for d in defs]
+    sizes = [d.lines for d in defs]
     total = sum(sizes)
     runs: list[list[int]] = [[]]
     lines = 0
@@ -308,8 +313,8 @@ def sized_plan(found: Outline, max_context: float = 0.5) -> list[Piece] | None:
     a large class, say)."""
     cuts = plan(found, PIECE_LINES, max_context)
     if cuts is not None:
-        sizes = [d.last - d.first + 1 for d in found.definitions]
-        if sum(sizes[i] for piece in cuts for i in piece.context) <= SMALL_CONTEXT * sum(sizes):
+        defs = found.definitions
+        if sum(defs[i].lines for piece in cuts for i in piece.context) <= SMALL_CONTEXT * sum(d.lines for d in defs):
             return cuts
     return plan(found, 2 * PIECE_LINES, max_context)
 
