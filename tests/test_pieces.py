@@ -247,17 +247,21 @@ def test_the_generated_training_file_is_cut_with_a_small_context():
 
 
 def _context_share(found, cuts) -> float:
+    """What the pieces' contexts add to the lines linted, each piece's module-level
+    statements counted in, as a share of the file's (definitions' and module-level) lines."""
     sizes = [d.last - d.first + 1 for d in found.definitions]
-    return sum(sizes[i] for c in cuts for i in c.context) / sum(sizes)
+    added = sum(sizes[i] for c in cuts for i in c.context) + len(cuts) * found.prelude_lines
+    return added / (sum(sizes) + found.prelude_lines)
 
 
 def test_pieces_are_small_where_their_contexts_add_little(monkeypatch):
-    monkeypatch.setattr(pieces, "PIECE_LINES", 250)
-    source = generate(3_000).encode()
+    monkeypatch.setattr(pieces, "PIECE_LINES", 500)
+    source = generate(6_000).encode()
     found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
-    small = pieces.plan(found, piece_lines=250)
-    assert _context_share(found, small) <= pieces.SMALL_CONTEXT  # (the model class and the loader factory)
-    assert pieces.sized_plan(found) == small and len(small) > len(pieces.plan(found, piece_lines=500))
+    small = pieces.plan(found, piece_lines=500)
+    # (The model class, the loader factory and the imports: 16 lines a piece.)
+    assert _context_share(found, small) <= pieces.SMALL_CONTEXT
+    assert pieces.sized_plan(found) == small and len(small) > len(pieces.plan(found, piece_lines=1_000))
 
 
 def test_pieces_are_twice_as_long_where_their_contexts_would_add_much(monkeypatch):
@@ -279,6 +283,35 @@ def test_longer_pieces_are_tried_where_no_small_plan_is_made(monkeypatch):
     assert pieces.plan(found, piece_lines=50, max_context=0.75) is None  # (a piece's context: 250 of 300 lines)
     longer = pieces.plan(found, piece_lines=100, max_context=0.75)
     assert longer is not None and pieces.sized_plan(found, max_context=0.75) == longer
+
+
+def _functions(count: int) -> str:
+    return "".join(f"def f{i}(x):\n    y = [x]\n    z = y + [x]\n    w = z + y\n    return w\n\n\n" for i in range(count))
+
+
+def test_the_module_level_statements_count_as_every_pieces_context():
+    # 60 functions of 5 lines, no context of their own; every piece holds the module-level
+    # statements: 100 lines of them leave the pieces small, 400 make each most of the file.
+    functions = _functions(60)
+    for statements, cut in ((100, True), (400, False)):
+        source = "".join(f"X{i} = {i}\n" for i in range(statements)) + "\n\n" + functions
+        found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+        assert found.prelude_lines == statements
+        assert (pieces.plan(found, piece_lines=100) is not None) is cut
+    # Not cut, the file is linted whole (as torch's common_methods_invocations.py, whose
+    # module-level statements are 17,800 of its 27,800 rows).
+    assert lint_in_pieces(source.encode(), RULES, None, SemanticHooks(), piece_lines=100, min_lines=0) is None
+
+
+def test_pieces_are_twice_as_long_where_the_module_level_statements_would_add_much(monkeypatch):
+    # No piece has a context of its own; the 12 lines of module-level statements are in each.
+    monkeypatch.setattr(pieces, "PIECE_LINES", 50)
+    source = "".join(f"X{i} = {i}\n" for i in range(12)) + "\n\n" + _functions(60)
+    found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks())
+    small = pieces.plan(found, piece_lines=50)
+    assert small is not None and all(not c.context for c in small)
+    assert _context_share(found, small) > pieces.SMALL_CONTEXT
+    assert pieces.sized_plan(found) == pieces.plan(found, piece_lines=100) != small
 
 
 def test_a_caller_is_context_for_the_function_it_calls():

@@ -27,8 +27,11 @@ declares): the closure of what the run uses, of the definitions that use the run
 the context's functions and methods (their callers: a caller's state reaches a function),
 but for the functions the semantic layer says cannot depend on their callers, of what the
 module-level statements use, and of the definitions that hold a fact of the whole file (the
-semantic layer's ``shared``: a CUDA-only signal, say). Where the context is more than half
-the file, the file is not cut: the pieces would each hold most of it.
+semantic layer's ``shared``: a CUDA-only signal, say). Where a piece's context, the
+module-level statements counted in (every piece holds them), is more than half the file, the
+file is not cut: the pieces would each hold most of it, and lint it again (torch's
+``common_methods_invocations.py``: 17,800 of its 27,800 rows are module-level statements;
+cut in two, each piece was the whole file).
 
 The pieces' union equals the whole file's lint only as far as the context is right:
 ``tools/piece_experiment.py`` compares the two on every file of a corpus, every definition
@@ -50,8 +53,9 @@ from typing import Callable, Iterator, Protocol
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MIN_LINES = 20_000
 PIECE_LINES = 2_500
-# The share of the definitions' lines that the pieces' contexts, all together, may add at
-# ``PIECE_LINES`` (``sized_plan``).
+# The share of the file's lines (its definitions' and its module-level statements') that the
+# pieces' contexts, all together, may add at ``PIECE_LINES`` (``sized_plan``); each piece's
+# module-level statements count.
 SMALL_CONTEXT = 0.05
 CHUNK_LINES = 2_000
 _STARTS = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)
@@ -167,6 +171,7 @@ class Hooks(Protocol):
 class Outline:
     definitions: list[Definition] = field(default_factory=list)
     prelude: set[str] = field(default_factory=set)  # the names module-level statements use
+    prelude_lines: int = 0  # the rows of the module-level statements (in every piece)
     shared: set[int] = field(default_factory=set)
     independent: set[int] = field(default_factory=set)
 
@@ -188,6 +193,7 @@ def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None, fi
                 )
             else:
                 found.prelude |= used
+                found.prelude_lines += (node.end_lineno or node.lineno) - node.lineno + 1
                 if hooks is not None:
                     hooks.statement(node)
     if hooks is not None and finish:
@@ -258,7 +264,9 @@ class Piece:
 
 def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.5) -> list[Piece] | None:
     """The file's pieces, or None where it is not worth cutting (fewer than two pieces, or a
-    piece's context more than ``max_context`` of the definitions' lines)."""
+    piece's context more than ``max_context`` of the lines: the context's definitions and the
+    module-level statements, which every piece holds, of the definitions' and the
+    module-level statements' lines)."""
     defs = found.definitions
     if len(defs) < 2:
         return None
@@ -281,7 +289,7 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
     base = {i for name in found.prelude for i in by_name.get(name, ())} | found.shared
     base = _closure(base, edges)
     sizes = [d.lines for d in defs]
-    total = sum(sizes)
+    total = sum(sizes) + found.prelude_lines
     runs: list[list[int]] = [[]]
     lines = 0
     for index, size in enumerate(sizes):
@@ -296,7 +304,7 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
     for number, run in enumerate(runs):
         own = set(run)
         context = (_closure(own, edges) | base) - own
-        if sum(sizes[i] for i in context) > max_context * total:
+        if sum(sizes[i] for i in context) + found.prelude_lines > max_context * total:
             return None
         pieces.append(Piece(run, context, prelude=number == 0))
     return pieces
@@ -304,7 +312,8 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
 
 def sized_plan(found: Outline, max_context: float = 0.5) -> list[Piece] | None:
     """``plan`` in runs of ``PIECE_LINES`` lines where their contexts add little (all
-    together, ``SMALL_CONTEXT`` of the definitions' lines or less), else in runs twice as
+    together, the module-level statements of each piece counted in, ``SMALL_CONTEXT`` of
+    the file's lines or less), else in runs twice as
     long. Smaller pieces hold less at once: on the generated 100,000-line training file,
     pieces of 2,500 lines (context: 0.4% more lines) took 6% less CPU time than pieces of
     5,000 with two jobs side by side (whose memory and caches they share), and their
@@ -314,7 +323,8 @@ def sized_plan(found: Outline, max_context: float = 0.5) -> list[Piece] | None:
     cuts = plan(found, PIECE_LINES, max_context)
     if cuts is not None:
         defs = found.definitions
-        if sum(defs[i].lines for piece in cuts for i in piece.context) <= SMALL_CONTEXT * sum(d.lines for d in defs):
+        added = sum(defs[i].lines for piece in cuts for i in piece.context) + len(cuts) * found.prelude_lines
+        if added <= SMALL_CONTEXT * (sum(d.lines for d in defs) + found.prelude_lines):
             return cuts
     return plan(found, 2 * PIECE_LINES, max_context)
 
