@@ -25,8 +25,10 @@ class HardcodedCuda(Rule):
     (`if not torch.cuda.is_available(): sys.exit(...)`), functions, classes and tests meant
     for the GPU (`to_gpu`, `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), a GPU
     index taken from a variable (`.cuda(args.gpu)`, `torch.device("cuda", local_rank)`),
-    device *types* (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`) and the
-    `torch.cuda` API.
+    device *types* (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`), the
+    `torch.cuda` API, and `device="cuda"` given to a function of the file that only compares
+    its `device` (a device check, `check_device(a, b, device="cuda")`, or a test decorator's
+    `functools.partial(skip_device_if, device="cuda")`).
 
     Code that is CUDA-only by design is not reported either, with no `noqa` needed. The
     whole file is CUDA-only when it calls `init_process_group("nccl")` (or
@@ -119,7 +121,21 @@ class HardcodedCuda(Rule):
                 to_target = index == 0 and arg.keyword is None and isinstance(func, cst.Attribute) and func.attr.value == "to"
                 placement_keyword = arg.keyword is not None and arg.keyword.value in PLACEMENT_KEYWORDS
                 if (to_target or placement_keyword) and cuda_string(arg.value) and not self._guarded(arg.value):
+                    if placement_keyword and self._only_compared(node, arg.keyword.value):
+                        continue
                     self._report_string(arg.value, node)
+
+    def _only_compared(self, call: cst.Call, parameter: str) -> bool:
+        """Whether ``call`` calls a function of this file (directly or through
+        ``functools.partial``) whose ``parameter`` is only ever compared (``x.device.type ==
+        device``): a device check, not a placement."""
+        func = call.func
+        if self.semantic.qualified_name(func) == "functools.partial" and call.args and call.args[0].keyword is None:
+            func = call.args[0].value
+        if not isinstance(func, cst.Name):
+            return False
+        functions = self.semantic.functions.get(func.value, ())
+        return bool(functions) and all(_only_compared(f, parameter) for f in functions)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -247,3 +263,36 @@ class HardcodedCuda(Rule):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
+
+
+class _Uses(cst.CSTVisitor):
+    """The reads of a name in a function's body, and those that are an operand of a comparison."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.uses = 0
+        self.compared = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.uses += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # (not its attribute's name: `x.device` reads no `device`)
+        return False
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        operands = [node.left, *(target.comparator for target in node.comparisons)]
+        self.compared += sum(1 for o in operands if isinstance(o, cst.Name) and o.value == self.name)
+
+
+def _only_compared(function: cst.FunctionDef, parameter: str) -> bool:
+    """``parameter`` is a parameter of ``function`` that its body only compares."""
+    params = function.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    if parameter not in names:
+        return False
+    uses = _Uses(parameter)
+    function.body.visit(uses)
+    return uses.uses == uses.compared

@@ -18,8 +18,12 @@ class MissingSuperInit(Rule):
     """
     ## What it does
     Finds an `nn.Module` subclass whose `__init__` never calls `super().__init__()` (nor
-    `nn.Module.__init__(self)`, `Base.__init__(self)`, or a helper of the file that does), or
-    assigns a submodule or an `nn.Parameter` (or registers a buffer) before calling it.
+    `nn.Module.__init__(self)`, `Base.__init__(self)`, or a helper of the file that does, such
+    as a base class's method it calls with `super()._init(...)`), or assigns a submodule or
+    an `nn.Parameter` (or registers a buffer) before calling it. A method of a base class
+    defined in another file, called on `self` or `super()`, may call `__init__`: such a
+    class is left alone, and so is an `__init__` that always raises (an abstract base whose
+    subclasses build themselves through another method).
 
     ## Why is this bad?
     `nn.Module.__init__` creates the registries for parameters, buffers and submodules.
@@ -74,6 +78,8 @@ class MissingSuperInit(Rule):
         if init is None:
             return
         statements = list(init.body.body)
+        if any(_raises(s) for s in statements):
+            return  # it never returns an instance
         for index, statement in enumerate(statements):
             if self._calls_init(statement, node):
                 self._check_early_assignments(node, statements[:index])
@@ -96,16 +102,20 @@ class MissingSuperInit(Rule):
     def _calls_init(self, statement: cst.CSTNode, cls: cst.ClassDef) -> bool:
         """Whether ``statement`` calls an ``__init__`` (``super().__init__()``,
         ``nn.Module.__init__(self)``, ``Base.__init__(self)``), directly or through a method of
-        the class or a function of the file whose body does."""
+        the class, a method of a base class of the file called on ``super()``, or a function
+        of the file whose body does."""
         return _has_init_call(statement) or any(_has_init_call(f) for f in self._helpers_called(statement, cls))
 
     def _may_call_init_elsewhere(self, statement: cst.CSTNode, cls: cst.ClassDef) -> bool:
         """``self`` handed to something this file does not define (``init_module(self)``,
-        ``self.setup()`` of a base class defined elsewhere): it may call ``__init__``."""
+        ``self.setup()`` or ``super()._init(...)`` of a base class defined elsewhere): it may
+        call ``__init__``."""
         finder = _SelfCalls()
         statement.visit(finder)
         methods = {s.name.value for s in _class_body(cls) if isinstance(s, cst.FunctionDef)}
         if any(name not in methods and name not in _NEVER_INIT for name in finder.self_methods):
+            return True
+        if any(name not in _NEVER_INIT and self._base_methods(cls, name) is None for name in finder.super_methods):
             return True
         for func in finder.self_passed_to:
             known = isinstance(func, cst.Name) and (func.value in self.semantic.functions or func.value in _NEVER_INIT)
@@ -117,10 +127,37 @@ class MissingSuperInit(Rule):
         finder = _SelfCalls()
         statement.visit(finder)
         helpers = [s for s in _class_body(cls) if isinstance(s, cst.FunctionDef) and s.name.value in finder.self_methods]
+        for name in finder.super_methods:
+            helpers.extend(self._base_methods(cls, name) or ())
         for func in finder.self_passed_to:
             if isinstance(func, cst.Name):
                 helpers.extend(self.semantic.functions.get(func.value, ()))
         return helpers
+
+    def _base_methods(self, cls: cst.ClassDef, name: str) -> list[cst.FunctionDef] | None:
+        """The methods called ``name`` of the base classes of ``cls`` that this file defines
+        (and of theirs); where none is, None if a base class defined elsewhere, not one of
+        ``torch.nn`` (whose methods never call ``__init__``), may define it."""
+        info = self.semantic.classes.get(cls)
+        if info is None:
+            return None
+        found: list[cst.FunctionDef] = []
+        elsewhere = False
+        seen = {id(info)}
+        stack = [info]
+        while stack:
+            current = stack.pop()
+            local = self.semantic.local_bases(current)
+            for base in local:
+                if id(base) not in seen:
+                    seen.add(id(base))
+                    found.extend(s for s in _class_body(base.node) if isinstance(s, cst.FunctionDef) and s.name.value == name)
+                    stack.append(base)
+            local_names = {b.node.name.value for b in local}
+            for arg in current.node.bases:
+                if not (isinstance(arg.value, cst.Name) and arg.value.value in local_names):
+                    elsewhere = elsewhere or not (self.semantic.qualified_name(arg.value) or "").startswith("torch.nn.")
+        return found if found or not elsewhere else None
 
     def _check_early_assignments(self, node: cst.ClassDef, before: list[cst.BaseStatement]) -> None:
         for statement in before:
@@ -178,15 +215,19 @@ class MissingSuperInit(Rule):
 
 
 class _SelfCalls(cst.CSTVisitor):
-    """``self.<method>(...)`` calls and the functions ``self`` is passed to, in a statement."""
+    """``self.<method>(...)`` calls, ``super().<method>(...)`` calls (but ``__init__``) and
+    the functions ``self`` is passed to, in a statement."""
 
     def __init__(self) -> None:
         self.self_methods: set[str] = set()
+        self.super_methods: set[str] = set()
         self.self_passed_to: list[cst.BaseExpression] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and _is_self(node.func.value):
             self.self_methods.add(node.func.attr.value)
+        elif isinstance(node.func, cst.Attribute) and _is_super(node.func.value) and node.func.attr.value != "__init__":
+            self.super_methods.add(node.func.attr.value)
         if any(_is_self(a.value) for a in node.args):
             self.self_passed_to.append(node.func)
 
@@ -265,6 +306,16 @@ def _decorator_name(expr: cst.BaseExpression) -> str | None:
 
 def _is_self(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _raises(statement: cst.BaseStatement) -> bool:
+    """A ``raise`` statement (one that runs whenever the body reaches it)."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in statement.body)
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    """``super()`` or ``super(Cls, self)``."""
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
 def _is_docstring(statement: cst.BaseStatement) -> bool:

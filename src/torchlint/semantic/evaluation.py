@@ -557,10 +557,16 @@ class EvaluationFacts:
             return True
         return self._callers_all(function, seen, lambda site, seen: self.grad_disabled(site, seen), "grad")
 
-    def _grad_context(self, expr: cst.BaseExpression) -> bool:
+    def _grad_context(self, expr: cst.BaseExpression, seen: frozenset = frozenset()) -> bool:
+        """A ``with`` item (or decorator) that sets the gradient mode: a grad context, an
+        expression naming one (``torch.enable_grad() if train else torch.no_grad()``), or a
+        name bound to either (``ctx = ...; with ctx:``)."""
         target = expr.func if isinstance(expr, cst.Call) else expr
         if self.model.qualified_name(target) in _GRAD_CONTEXTS:
             return not self._turns_grad_on(expr)
+        if isinstance(expr, cst.Name) and expr.value not in seen:
+            if any(self._grad_context(v, seen | {expr.value}) for v in self.model.values(expr)):
+                return True
         return any(text in _code(expr) for text in _GRAD_CONTEXT_TEXT)
 
     def _turns_grad_on(self, expr: cst.BaseExpression) -> bool:
@@ -695,8 +701,10 @@ class EvaluationFacts:
             if isinstance(c.func, cst.Attribute) and (name != EVAL or not c.args)
         }
 
-    def runs_module(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
-        """Whether calling ``expr`` runs an ``nn.Module`` forward pass."""
+    def runs_module(self, expr: cst.BaseExpression, function: cst.FunctionDef | None, call: cst.Call | None = None) -> bool:
+        """Whether calling ``expr`` runs an ``nn.Module`` forward pass; ``call``, the call of it
+        when known: one without arguments is not taken for a forward pass on the name alone
+        (``solver.model()`` of z3 returns the solution found; a model is given its input)."""
         from torchlint.semantic import Kind
 
         if not isinstance(expr, (cst.Name, cst.Attribute)):
@@ -718,6 +726,9 @@ class EvaluationFacts:
         if isinstance(expr, cst.Name):
             if self._bound_to_load(expr) or self._param_given_module(expr, function):
                 return True
+        if call is not None and not call.args:
+            return False  # (what follows is the name's guess)
+        if isinstance(expr, cst.Name):
             # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
             return _is_model_noun(expr.value) and not re.fullmatch(r"[A-Z][a-z0-9]+[A-Za-z0-9]*", expr.value)
         return _is_model_noun(expr.attr.value)
@@ -1077,7 +1088,7 @@ class EvaluationFacts:
         return [
             c
             for c in self.calls_in.get(function, ())
-            if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function)
+            if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function, c)
         ]
 
     def _in_lambda(self, call: cst.Call) -> bool:
@@ -1103,7 +1114,7 @@ class EvaluationFacts:
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                 ) and not self._on_random_input(call)):
                     continue
-                if not self.runs_module(model, function) or self._feeds_backward(call):
+                if not self.runs_module(model, function, call) or self._feeds_backward(call):
                     continue
                 anchor = self.anchor(call, model, function)
                 if self._trains_in(anchor, function):
