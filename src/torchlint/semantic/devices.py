@@ -38,8 +38,9 @@ _CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accel
 # What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
 _AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
 # Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
-# `low_vram_shift`, `wrap_in_dataparallel`: DataParallel needs GPUs).
-_GPU_NAME = re.compile(r"cuda|gpu|vram|data_?parallel", re.IGNORECASE)
+# `low_vram_shift`, `wrap_in_dataparallel`: DataParallel needs GPUs; `_nccl_estimate`: NCCL
+# runs on CUDA only).
+_GPU_NAME = re.compile(r"cuda|gpu|vram|data_?parallel|nccl", re.IGNORECASE)
 # Calls that end a function, a script or a test when the GPU is missing.
 _EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
 # Context managers of tests that expect the code inside to fail.
