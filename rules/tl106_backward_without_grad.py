@@ -7,7 +7,9 @@ class BackwardWithoutGrad(Rule):
     """
     ## What it does
     Finds `backward()` called inside `torch.no_grad()` or `torch.inference_mode()`, as a
-    `with` block or a decorator of the enclosing function.
+    `with` block or a decorator of the enclosing function, on a loss computed there too. A
+    loss computed before the block (d2l's `with torch.no_grad(): loss.backward()` followed by
+    the clipping and the step) or given by the caller has its graph: its backward works.
 
     ## Why is this bad?
     Under `no_grad` no autograd graph is recorded, so the loss has no `grad_fn` and
@@ -50,14 +52,27 @@ class BackwardWithoutGrad(Rule):
                 for item in ancestor.items:
                     context = self.semantic.grad_off_context(item.item)
                     if context:
-                        self.report(node, self.message.format(context=context))
+                        if self._built_inside(node.func.value, ancestor):
+                            self.report(node, self.message.format(context=context))
                         return
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 for decorator in getattr(ancestor, "decorators", ()):
                     context = self.semantic.grad_off_context(decorator.decorator)
                     if context:
-                        self.report(node, self.message.format(context=context))
+                        if self._built_inside(node.func.value, ancestor):
+                            self.report(node, self.message.format(context=context))
+                        return
                 return
+
+    def _built_inside(self, loss: cst.BaseExpression, region: cst.CSTNode) -> bool:
+        """Whether the tensor ``backward()`` is called on is computed in ``region`` (the
+        gradient-free block or function): an expression there, or a name whose every value
+        that reaches the call is assigned there. A name bound elsewhere (before the block, a
+        parameter) has the graph of where it was computed."""
+        if not isinstance(loss, (cst.Name, cst.Attribute)):
+            return True  # `criterion(model(x), y).backward()`
+        values = self.semantic.values(loss)
+        return bool(values) and all(self.semantic.inside(v, region) for v in values)
 
     def _enables_grad(self, expr: cst.BaseExpression) -> bool:
         target = expr.func if isinstance(expr, cst.Call) else expr

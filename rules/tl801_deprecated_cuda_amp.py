@@ -61,8 +61,10 @@ class DeprecatedCudaAmp(Rule):
     `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
     nor does a file that does not `import torch` (the fix writes `torch.amp`).
 
-    A name bound in both branches of `try: ... except ImportError:`, and calls under a
-    torch-version check, are left alone: they exist to support older versions.
+    A name bound in both branches of `try: ... except ImportError:`, calls under a
+    torch-version check, and a fallback beside its replacement (the other branch of a
+    conditional expression, or the `except` of a `try` that calls `torch.amp`) are left
+    alone: they exist to support older versions.
 
     ## References
     - [Automatic mixed precision](https://pytorch.org/docs/stable/amp.html)
@@ -134,7 +136,10 @@ class DeprecatedCudaAmp(Rule):
         return _insert(list(args), len(positional), cst.Arg(device, keyword=cst.Name("device_type"), equal=_EQUAL))
 
     def _compatibility_code(self, node: cst.CSTNode) -> bool:
-        # Code for old torch versions: try/except ImportError, version checks.
+        # Code for old torch versions: try/except ImportError, version checks, and a fallback
+        # beside the replacement (`torch.amp.GradScaler(...) if new_torch else
+        # torch.cuda.amp.GradScaler()`, or in the `except` of a `try` that calls it).
+        child = node
         for ancestor in self.semantic.ancestors(node):
             if isinstance(ancestor, cst.Try) and any(
                 h.type is not None and "ImportError" in self.context.module.code_for_node(h.type) for h in ancestor.handlers
@@ -142,7 +147,29 @@ class DeprecatedCudaAmp(Rule):
                 return True
             if isinstance(ancestor, (cst.If, cst.IfExp)) and "version" in self.context.module.code_for_node(ancestor.test):
                 return True
+            if isinstance(ancestor, cst.IfExp) and child in (ancestor.body, ancestor.orelse):
+                other = ancestor.orelse if child is ancestor.body else ancestor.body
+                if self._calls_replacement(other):
+                    return True
+            if isinstance(ancestor, cst.Try) and child in ancestor.handlers and self._calls_replacement(ancestor.body):
+                return True
+            child = ancestor
         return False
+
+    def _calls_replacement(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` calls something of ``torch.amp`` (the replacements)."""
+        calls = _Calls()
+        node.visit(calls)
+        return any((self.semantic.qualified_name(c.func) or "").startswith("torch.amp.") for c in calls.found)
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found.append(node)
 
 
 def _insert(args: list[cst.Arg], index: int, arg: cst.Arg) -> list[cst.Arg]:

@@ -56,6 +56,7 @@ _DATA_WORDS = frozenset(
      "dataset", "datasets", "ds", "data", "gen", "generator", "samples", "examples", "images", "imgs", "img",
      "image", "x", "y", "inputs", "input", "features", "feats", "seqs", "sentences", "texts", "tensor", "split"}
 )
+_LENGTH_WORDS = frozenset({"len", "lens", "length", "lengths"})
 _JOINED_EVAL_DATA = re.compile(r"^(val|valid|test|eval|dev)(loader|set|data|dl|ds|iter|batch|x|images|imgs)s?$")
 _MODEL_WORDS = frozenset(
     {"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "generator", "discriminator", "cnn",
@@ -131,6 +132,8 @@ def _maybe_eval_data(name: str) -> bool:
 
 def _is_eval_data_name(name: str) -> bool:
     found = set(words(name))
+    if found & _LENGTH_WORDS:
+        return False  # `valid_lens_x`: the lengths of the valid tokens of a batch, not validation data
     return bool(found & _EVAL_DATA_WORDS and found & _DATA_WORDS) or bool(_JOINED_EVAL_DATA.match(name.lower()))
 
 

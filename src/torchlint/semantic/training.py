@@ -233,6 +233,7 @@ class TrainingFacts:
         self.sites: dict[cst.CSTNode, _Site] = {}
         self._framework_receivers: set[str] = set()  # `engine` in `engine.backward(loss)`
         self._step_candidates: list[cst.Call] = []
+        self._stepping_an_optimizer: set | None = None  # (``_optimizer_stepped_beside``)
         self._clears: list[cst.CSTNode] = []
         self._calls: list[tuple[cst.Call, str]] = []
         self._called_names: dict[cst.FunctionDef | None, set[str]] = defaultdict(set)
@@ -314,7 +315,34 @@ class TrainingFacts:
         name = last_name(receiver)
         if _NOT_AN_OPTIMIZER.search(name) or (_STEPPING_OWNER.search(name) and not OPTIMIZER_NAME.search(name)):
             return False
+        if not OPTIMIZER_NAME.search(name) and self._optimizer_stepped_beside(call):
+            return False  # `self._optimizer.step()` in the loop: `self._curriculum.step()` is another object's
         return not self._instance_of_plain_class(receiver)
+
+    def _optimizer_stepped_beside(self, call: cst.Call) -> bool:
+        """Whether the innermost loop around ``call`` also steps a receiver known to be an
+        optimizer, by its kind or its name: the loop's optimizer is known, and ``call`` steps
+        another object."""
+        if self._stepping_an_optimizer is None:
+            from torchlint.semantic import Kind
+
+            self._stepping_an_optimizer = {
+                self._loop_of(other)
+                for other in self._step_candidates
+                if isinstance(other.func, cst.Attribute) and not other.args
+                and (self.model.kind(other.func.value) is Kind.OPTIMIZER or OPTIMIZER_NAME.search(last_name(other.func.value)))
+            }
+        loop = self._loop_of(call)
+        return loop is not None and loop in self._stepping_an_optimizer
+
+    def _loop_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost ``for`` or ``while`` around ``node`` in its function."""
+        for ancestor in self.model.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return ancestor
+            if isinstance(ancestor, SCOPE_BOUNDARIES):
+                return None
+        return None
 
     def _instance_of_plain_class(self, receiver: cst.BaseExpression) -> bool:
         """Whether ``receiver`` holds an instance of a class of this file with no base class
