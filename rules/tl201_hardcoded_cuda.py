@@ -135,7 +135,18 @@ class HardcodedCuda(Rule):
         if not isinstance(func, cst.Name):
             return False
         functions = self.semantic.functions.get(func.value, ())
-        return bool(functions) and all(_only_compared(f, parameter) for f in functions)
+        return bool(functions) and all(self._compared_only(f, parameter) for f in functions)
+
+    def _compared_only(self, function: cst.FunctionDef, parameter: str) -> bool:
+        """``parameter`` is a parameter of ``function`` whose every read (the scope analysis's
+        references of its binding) is an operand of a comparison."""
+        params = function.params
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None)
+        scope = self.semantic.scopes.get(param.name) if param is not None else None
+        if scope is None:
+            return False
+        reads = [r.node for a in scope.assignments[parameter] if a.node is param for r in a.references]
+        return all(_compared(self.semantic.parent(read), read) for read in reads)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -265,34 +276,9 @@ class HardcodedCuda(Rule):
         return self.context.module.code_for_node(node)
 
 
-class _Uses(cst.CSTVisitor):
-    """The reads of a name in a function's body, and those that are an operand of a comparison."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.uses = 0
-        self.compared = 0
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.uses += 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # (not its attribute's name: `x.device` reads no `device`)
-        return False
-
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        operands = [node.left, *(target.comparator for target in node.comparisons)]
-        self.compared += sum(1 for o in operands if isinstance(o, cst.Name) and o.value == self.name)
-
-
-def _only_compared(function: cst.FunctionDef, parameter: str) -> bool:
-    """``parameter`` is a parameter of ``function`` that its body only compares."""
-    params = function.params
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    if parameter not in names:
-        return False
-    uses = _Uses(parameter)
-    function.body.visit(uses)
-    return uses.uses == uses.compared
+def _compared(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is an operand of the comparison ``parent`` (its left side, or a
+    comparator)."""
+    return (isinstance(parent, cst.Comparison) and parent.left is node) or (
+        isinstance(parent, cst.ComparisonTarget) and parent.comparator is node
+    )

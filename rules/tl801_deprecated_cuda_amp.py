@@ -158,18 +158,7 @@ class DeprecatedCudaAmp(Rule):
 
     def _calls_replacement(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` calls something of ``torch.amp`` (the replacements)."""
-        calls = _Calls()
-        node.visit(calls)
-        return any((self.semantic.qualified_name(c.func) or "").startswith("torch.amp.") for c in calls.found)
-
-
-class _Calls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.found.append(node)
+        return any((self.semantic.qualified_name(c.func) or "").startswith("torch.amp.") for c in self.semantic.calls_in(node))
 
 
 def _insert(args: list[cst.Arg], index: int, arg: cst.Arg) -> list[cst.Arg]:

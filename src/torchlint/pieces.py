@@ -175,6 +175,11 @@ class Outline:
     shared: set[int] = field(default_factory=set)
     independent: set[int] = field(default_factory=set)
 
+    @property
+    def lines(self) -> int:
+        """The rows its definitions and its module-level statements span."""
+        return sum(d.lines for d in self.definitions) + self.prelude_lines
+
 
 def outline(statements: Iterator[list[ast.stmt]], hooks: Hooks | None = None, finish: bool = True) -> Outline:
     """What ``plan`` needs of a file, from its top-level statements (``chunks``); ``finish``
@@ -289,7 +294,7 @@ def plan(found: Outline, piece_lines: int = PIECE_LINES, max_context: float = 0.
     base = {i for name in found.prelude for i in by_name.get(name, ())} | found.shared
     base = _closure(base, edges)
     sizes = [d.lines for d in defs]
-    total = sum(sizes) + found.prelude_lines
+    total = found.lines
     runs: list[list[int]] = [[]]
     lines = 0
     for index, size in enumerate(sizes):
@@ -324,7 +329,7 @@ def sized_plan(found: Outline, max_context: float = 0.5) -> list[Piece] | None:
     if cuts is not None:
         defs = found.definitions
         added = sum(defs[i].lines for piece in cuts for i in piece.context) + len(cuts) * found.prelude_lines
-        if added <= SMALL_CONTEXT * (sum(d.lines for d in defs) + found.prelude_lines):
+        if added <= SMALL_CONTEXT * found.lines:
             return cuts
     return plan(found, 2 * PIECE_LINES, max_context)
 

@@ -327,22 +327,13 @@ class TrainingFacts:
             from torchlint.semantic import Kind
 
             self._stepping_an_optimizer = {
-                self._loop_of(other)
+                next(self.enclosing_loops(other), None)
                 for other in self._step_candidates
                 if isinstance(other.func, cst.Attribute) and not other.args
                 and (self.model.kind(other.func.value) is Kind.OPTIMIZER or OPTIMIZER_NAME.search(last_name(other.func.value)))
             }
-        loop = self._loop_of(call)
+        loop = next(self.enclosing_loops(call), None)
         return loop is not None and loop in self._stepping_an_optimizer
-
-    def _loop_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The innermost ``for`` or ``while`` around ``node`` in its function."""
-        for ancestor in self.model.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)):
-                return ancestor
-            if isinstance(ancestor, SCOPE_BOUNDARIES):
-                return None
-        return None
 
     def _instance_of_plain_class(self, receiver: cst.BaseExpression) -> bool:
         """Whether ``receiver`` holds an instance of a class of this file with no base class
