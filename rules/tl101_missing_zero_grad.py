@@ -1,11 +1,12 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.training import OPTIMIZER_NAME, code, last_name, optimizer_of_step
 
 
-class MissingZeroGrad(Rule):
+class MissingZeroGrad(TorchRule):
     """
     ## What it does
     Finds a training loop that runs `backward()` and an optimizer step but never clears the

@@ -1,9 +1,9 @@
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.semantic.frameworks import TorchRule
 
 
-class StepBeforeBackward(Rule):
+class StepBeforeBackward(TorchRule):
     """
     ## What it does
     Finds an unconditional `optimizer.step()` that comes before every `backward()` of its

@@ -4,8 +4,9 @@ from collections import defaultdict
 
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
 from torchlint.semantic.evaluation import words
+from torchlint.semantic.frameworks import TorchRule
 
 PLATEAU = "torch.optim.lr_scheduler.ReduceLROnPlateau"
 VALIDATION_WORDS = frozenset(
@@ -30,7 +31,7 @@ PASS_THROUGH_ATTRIBUTES = frozenset({"avg", "val", "mean", "average", "value", "
 Scope = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
-class PlateauStepWithoutMetric(Rule):
+class PlateauStepWithoutMetric(TorchRule):
     """
     ## What it does
     Finds `ReduceLROnPlateau.step()` called with no metric or with the epoch number (left

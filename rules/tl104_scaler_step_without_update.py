@@ -1,10 +1,11 @@
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 
 
-class ScalerStepWithoutUpdate(Rule):
+class ScalerStepWithoutUpdate(TorchRule):
     """
     ## What it does
     Finds `scaler.step(optimizer)` on a `GradScaler` with no `scaler.update()` after it in

@@ -1,6 +1,7 @@
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix
+from torchlint.semantic.frameworks import TorchRule
 
 AUTOCAST = (
     "torch.autocast",
@@ -11,7 +12,7 @@ AUTOCAST = (
 )
 
 
-class BackwardInAutocast(Rule):
+class BackwardInAutocast(TorchRule):
     """
     ## What it does
     Finds `backward()` or `scaler.step(...)` inside an `autocast` block.

@@ -1,9 +1,9 @@
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.semantic.frameworks import TorchRule
 
 
-class BackwardWithoutGrad(Rule):
+class BackwardWithoutGrad(TorchRule):
     """
     ## What it does
     Finds `backward()` called inside `torch.no_grad()` or `torch.inference_mode()`, as a

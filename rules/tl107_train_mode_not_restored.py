@@ -2,10 +2,11 @@ from itertools import takewhile
 
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix
+from torchlint.semantic.frameworks import TorchRule
 
 
-class TrainModeNotRestored(Rule):
+class TrainModeNotRestored(TorchRule):
     """
     ## What it does
     Finds `model.eval()` for validation inside an epoch loop whose training pass never calls

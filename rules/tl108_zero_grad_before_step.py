@@ -1,9 +1,9 @@
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.semantic.frameworks import TorchRule
 
 
-class ZeroGradBeforeStep(Rule):
+class ZeroGradBeforeStep(TorchRule):
     """
     ## What it does
     Finds gradients cleared (`zero_grad()`, `p.grad = None`) between `backward()` and the

@@ -4,15 +4,16 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Prescreen, Rule
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
+from torchlint.semantic.frameworks import TorchRule
 
 # Keyword arguments that place tensors or modules (or map a checkpoint's storages).
 PLACEMENT_KEYWORDS = ("device", "map_location")
 
 
-class HardcodedCuda(Rule):
+class HardcodedCuda(TorchRule):
     """
     ## What it does
     Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
@@ -34,8 +35,12 @@ class HardcodedCuda(Rule):
     whole file is CUDA-only when it calls `init_process_group("nccl")` (or
     `backend="nccl"`), calls `torch.cuda.set_device(...)` outside a device check, calls a
     function of another project file that does one of those on every path (DINO's
-    `utils.init_distributed_mode`, which exits without a GPU), or imports a GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
-    CUTLASS, `torch.utils.cpp_extension`) outside `try`/`if`. DeepSpeed, bitsandbytes and
+    `utils.init_distributed_mode`, which exits without a GPU), imports a GPU-only library
+    (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT, CUTLASS, Transformer
+    Engine, MS-AMP, `torch.utils.cpp_extension`) outside `try`/`if`, or is named for the GPU
+    (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a file name holding `cuda`, `gpu`, `vram`,
+    `nccl` or `data_parallel`, where the file is linted as one, not on standard input).
+    DeepSpeed, bitsandbytes and
     xformers do not count: they run on other accelerators or the CPU. A function that runs
     a `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by
     design too: NCCL needs CUDA tensors.
@@ -103,8 +108,9 @@ class HardcodedCuda(Rule):
     def candidate(cls, module: Prescreen) -> bool:
         """A call of ``.cuda(...)``, or a string starting with ``cuda`` (what ``cuda_string``
         accepts: every other finding is of one)."""
-        return any(isinstance(n.value, str) and n.value.startswith("cuda") for n in module.nodes(ast.Constant)) or any(
-            isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" for n in module.nodes(ast.Call)
+        return super().candidate(module) and (
+            any(isinstance(n.value, str) and n.value.startswith("cuda") for n in module.nodes(ast.Constant))
+            or any(isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" for n in module.nodes(ast.Call))
         )
 
     def visit_Call(self, node: cst.Call) -> None:

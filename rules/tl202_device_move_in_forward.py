@@ -2,12 +2,13 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Prescreen, Rule
+from torchlint.rule import Prescreen
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import cuda_string
+from torchlint.semantic.frameworks import TorchRule
 
 
-class DeviceMoveInForward(Rule):
+class DeviceMoveInForward(TorchRule):
     """
     ## What it does
     Finds inputs moved to a fixed GPU inside an `nn.Module`'s `forward`: `.cuda()`,
@@ -57,7 +58,7 @@ class DeviceMoveInForward(Rule):
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
         """A function named ``forward`` holding a call of ``.cuda(...)`` or ``.to(...)``."""
-        return any(
+        return super().candidate(module) and any(
             function.name == "forward" and any(
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cuda", "to")
                 for n in ast.walk(function)

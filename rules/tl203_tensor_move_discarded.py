@@ -2,8 +2,9 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Fix, Prescreen, Rule
+from torchlint.rule import Fix, Prescreen
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 
 MOVES = ("to", "cuda", "cpu")
 # Factories whose result is a tensor.
@@ -17,7 +18,7 @@ TENSOR_FACTORIES = frozenset(
 )
 
 
-class TensorMoveDiscarded(Rule):
+class TensorMoveDiscarded(TorchRule):
     """
     ## What it does
     Finds `x.to(device)`, `x.cuda()` or `x.cpu()` on a tensor as a bare statement, its result
@@ -63,7 +64,7 @@ class TensorMoveDiscarded(Rule):
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
         """A statement that is only ``name.to(...)``, ``name.cuda(...)`` or ``name.cpu(...)``."""
-        return any(
+        return super().candidate(module) and any(
             isinstance(call := n.value, ast.Call) and isinstance(call.func, ast.Attribute)
             and call.func.attr in MOVES and isinstance(call.func.value, ast.Name)
             for n in module.nodes(ast.Expr)

@@ -3,8 +3,9 @@ from collections import defaultdict
 
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.training import GRAPH_KEEPING, MODEL_CALLEE as MODEL, code, dotted, last_name
 
 CONTAINER_METHODS = ("append", "extend", "insert", "add", "appendleft")
@@ -17,7 +18,7 @@ TENSOR_FUNCTIONS = r"torch\.(stack|cat|vstack|hstack|concat|concatenate|mean|sum
 TENSOR_METHODS = r"item|detach|cpu|cuda|numpy|tolist|mean|sum|std|var|to|backward|view|reshape|squeeze|float|double|size|dim|max|min|sqrt|pow"
 
 
-class LossKeptWithGraph(Rule):
+class LossKeptWithGraph(TorchRule):
     """
     ## What it does
     Finds a loss tensor kept across iterations of a loop: appended to a list

@@ -1,9 +1,10 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
+from torchlint.semantic.frameworks import TorchRule
 
 
-class InferenceInTrainMode(Rule):
+class InferenceInTrainMode(TorchRule):
     """
     ## What it does
     Finds evaluation or inference code that runs a model with no `model.eval()` on the path:

@@ -1,10 +1,11 @@
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix
 from torchlint.semantic.evaluation import called_module
+from torchlint.semantic.frameworks import TorchRule
 
 
-class InferenceWithGrad(Rule):
+class InferenceWithGrad(TorchRule):
     """
     ## What it does
     Finds evaluation or inference code (the same code as TL401: evaluation functions, loops
@@ -16,8 +17,10 @@ class InferenceWithGrad(Rule):
     training loop, and helpers (decoders, samplers) called only from evaluation code.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
     are plain functions used as models, tests, methods of `nn.Module` subclasses, forward
-    passes on made-up tensors (`torch.rand(...)`) after loading weights or whose output only
-    has its shape read (a model file's `test()` printing `net(torch.randn(...)).size()`),
+    passes on made-up tensors (`torch.rand(...)`) after loading weights, forward passes
+    whose output only has its shape read (a model file's `test()` printing
+    `net(torch.randn(...)).size()`, a notebook's `out, h = rnn(test_input, None)` checking
+    `out.size()` and `h.size()`),
     and functions passed by name or called from one (a forward function given to an
     attribution method, which differentiates its output).
 

@@ -3,11 +3,12 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 
 
-class SaveWholeModel(Rule):
+class SaveWholeModel(TorchRule):
     """
     ## What it does
     Finds `torch.save(model, path)` where `model` is an `nn.Module`: a module built from a

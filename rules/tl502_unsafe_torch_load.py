@@ -1,9 +1,9 @@
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.semantic.frameworks import TorchRule
 
 
-class UnsafeTorchLoad(Rule):
+class UnsafeTorchLoad(TorchRule):
     """
     ## What it does
     Finds `torch.load(..., weights_only=False)`, except where the file is one the code has

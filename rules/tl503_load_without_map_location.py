@@ -1,9 +1,10 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
+from torchlint.semantic.frameworks import TorchRule
 
 
-class LoadWithoutMapLocation(Rule):
+class LoadWithoutMapLocation(TorchRule):
     """
     ## What it does
     Finds `torch.load` of a checkpoint with no `map_location`. It is silent where the

@@ -1,6 +1,7 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Rule
+from torchlint.rule import Applicability, Fix
+from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.training import dotted
 
 # NumPy functions with a torch function of the same meaning and call shape.
@@ -18,7 +19,7 @@ WRAPPERS = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor
 WRAPPER_KEYWORDS = ("requires_grad", "dtype", "device")
 
 
-class NumpyInLoss(Rule):
+class NumpyInLoss(TorchRule):
     """
     ## What it does
     Finds a loss that a backward pass runs on but whose gradient path to the model goes

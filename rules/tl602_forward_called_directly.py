@@ -2,11 +2,12 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix, Prescreen, Rule
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 
 
-class ForwardCalledDirectly(Rule):
+class ForwardCalledDirectly(TorchRule):
     """
     ## What it does
     Finds `m.forward(x)` where `m` is a known `nn.Module` (OpenCV's `net.forward()` and other
@@ -45,7 +46,7 @@ class ForwardCalledDirectly(Rule):
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
         """A call of ``X.forward(...)`` where ``X`` is not ``self``."""
-        return any(
+        return super().candidate(module) and any(
             isinstance(n.func, ast.Attribute) and n.func.attr == "forward" and not _is_self(n.func.value)
             for n in module.nodes(ast.Call)
         )

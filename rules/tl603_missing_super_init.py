@@ -2,8 +2,9 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Fix, Prescreen, Rule
+from torchlint.rule import Fix, Prescreen
 from torchlint.semantic import Kind
+from torchlint.semantic.frameworks import TorchRule
 
 # nn.Module methods that need the registries `nn.Module.__init__` creates.
 _REGISTRY_METHODS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
@@ -14,7 +15,7 @@ _NEVER_INIT = _REGISTRY_METHODS | {
 }
 
 
-class MissingSuperInit(Rule):
+class MissingSuperInit(TorchRule):
     """
     ## What it does
     Finds an `nn.Module` subclass whose `__init__` never calls `super().__init__()` (nor
@@ -68,7 +69,9 @@ class MissingSuperInit(Rule):
         """A class with a base class and an ``__init__`` that calls no ``__init__``, or that
         gives ``self`` an attribute (or calls a ``register_*`` method) before the first
         statement that calls one: otherwise the call is neither missing nor late."""
-        return any(node.bases and any(map(_may_miss_init, node.body)) for node in module.nodes(ast.ClassDef))
+        return super().candidate(module) and any(
+            node.bases and any(map(_may_miss_init, node.body)) for node in module.nodes(ast.ClassDef)
+        )
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.semantic.classes.get(node)

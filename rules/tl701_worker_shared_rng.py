@@ -1,13 +1,13 @@
 import libcst as cst
 
-from torchlint.rule import Rule
+from torchlint.semantic.frameworks import TorchRule
 
 RNG_FACTORIES = frozenset(
     {"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator", "random.Random"}
 )
 
 
-class WorkerSharedRng(Rule):
+class WorkerSharedRng(TorchRule):
     """
     ## What it does
     Finds a `DataLoader` with `num_workers > 0` and no `worker_init_fn` over a `Dataset`

@@ -1,6 +1,7 @@
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Applicability, Fix
+from torchlint.semantic.frameworks import TorchRule
 
 # The deprecated callables, by qualified name, and their replacement in `torch.amp`.
 DEPRECATED = {
@@ -14,6 +15,10 @@ DEPRECATED = {
     "torch.cuda.amp.autocast_mode.custom_bwd": "custom_bwd",
 }
 # The parameters of the deprecated signatures, in order.
+# The replacements that recent torch added, by the version that added them: the fix cannot
+# know which torch a project supports, so it is safe only for `autocast` (in `torch.amp`
+# since 2.0).
+ADDED_IN = {"GradScaler": "2.3", "custom_fwd": "2.4", "custom_bwd": "2.4"}
 OLD_PARAMETERS = {
     "autocast": ("enabled", "dtype", "cache_enabled"),
     "GradScaler": ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"),
@@ -27,7 +32,7 @@ _SPACE = cst.SimpleWhitespace(" ")
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
-class DeprecatedCudaAmp(Rule):
+class DeprecatedCudaAmp(TorchRule):
     """
     ## What it does
     Finds `torch.cuda.amp.autocast(...)`, `torch.cuda.amp.GradScaler(...)` and the
@@ -54,7 +59,12 @@ class DeprecatedCudaAmp(Rule):
     ```
 
     ## Fix safety
-    The fix is safe: the new calls are what the deprecated ones forward to. Every argument
+    The new calls are what the deprecated ones forward to, but `torch.amp.GradScaler` came
+    with torch 2.3 and `torch.amp.custom_fwd(device_type=...)` with 2.4: on an older torch
+    the fixed code fails with an `AttributeError` or a `TypeError`, and the fix cannot know
+    which versions a project supports. So the fix is safe for `autocast` (in `torch.amp`
+    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd`
+    (`--unsafe-fixes`, once the project requires a torch that has them). Every argument
     keeps its parameter: `torch.cuda.amp.autocast(flag)` becomes
     `torch.amp.autocast("cuda", enabled=flag)` (the new signature puts `dtype` second), and
     `GradScaler`'s positional arguments keep their order after the device. A call with
@@ -84,7 +94,7 @@ class DeprecatedCudaAmp(Rule):
         torch = self.semantic.torch_alias
         if args is not None and torch is not None:
             new = node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=args)
-            fix = Fix(f"Use `torch.amp.{name}`", {node: new})
+            fix = _fix(name, {node: new})
         self.report(node, self._message(name), fix=fix)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
@@ -98,7 +108,7 @@ class DeprecatedCudaAmp(Rule):
         fix = None
         if torch is not None:
             new = cst.parse_expression(f'{torch}.amp.{name}(device_type="cuda")')
-            fix = Fix(f"Use `torch.amp.{name}`", {node.decorator: new})
+            fix = _fix(name, {node.decorator: new})
         self.report(node.decorator, self._message(name), fix=fix)
 
     def _message(self, name: str) -> str:
@@ -159,6 +169,12 @@ class DeprecatedCudaAmp(Rule):
     def _calls_replacement(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` calls something of ``torch.amp`` (the replacements)."""
         return any((self.semantic.qualified_name(c.func) or "").startswith("torch.amp.") for c in self.semantic.calls_in(node))
+
+
+def _fix(name: str, changes: dict) -> Fix:
+    if name in ADDED_IN:
+        return Fix(f"Use `torch.amp.{name}` (torch {ADDED_IN[name]} or later)", changes, Applicability.UNSAFE)
+    return Fix(f"Use `torch.amp.{name}`", changes)
 
 
 def _insert(args: list[cst.Arg], index: int, arg: cst.Arg) -> list[cst.Arg]:

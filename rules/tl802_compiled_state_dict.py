@@ -2,10 +2,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.rule import Fix, Rule
+from torchlint.rule import Fix
+from torchlint.semantic.frameworks import TorchRule
 
 
-class CompiledStateDict(Rule):
+class CompiledStateDict(TorchRule):
     """
     ## What it does
     Finds `torch.save(compiled.state_dict(), ...)`, or a saved dict holding

@@ -18,7 +18,8 @@ from torchlint.engine import FixMode, lint_module_source
 from torchlint.rule import Fix, rule_by_code
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
-# TL801 has a safe fix for the first call; `boom()` makes the patched TL801 raise afterwards.
+# TL801 has a fix for the first call (unsafe: `torch.amp.GradScaler` came with torch 2.3); `boom()`
+# makes the patched TL801 raise afterwards.
 SOURCE = (
     "import torch\n"
     "from torch import nn\n"

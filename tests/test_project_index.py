@@ -577,3 +577,18 @@ def test_an_editors_summary_memo_gives_the_summary_of_each_version():
     finally:
         project._Sites._body_sites = original
     assert walked == ["helper"]
+
+
+def test_a_cached_result_knows_the_file_name(tmp_path, monkeypatch):
+    """Two files of the same source, one named for the GPU (CUDA-only by design, TL201 silent):
+    the cache keys a result by its source, and the file's name is one of its questions."""
+    monkeypatch.chdir(tmp_path)
+    source = "from torch import nn\n\nnet = nn.Linear(2, 2).cuda()\n"
+    _tree(tmp_path, {"gpu_timing.py": source, "timing.py": source})
+    args = ("check", "--select", "TL201", "--output-format", "concise", "--exit-zero", "-j", "1")
+    for _ in range(2):  # cold, then from the cache
+        assert _reported(run(*args, ".").output, tmp_path) == [("timing.py", 3, "TL201")]
+    (tmp_path / "timing.py").rename(tmp_path / "timing_cuda.py")
+    assert _reported(run(*args, ".").output, tmp_path) == []
+    (tmp_path / "gpu_timing.py").rename(tmp_path / "timing.py")
+    assert _reported(run(*args, ".").output, tmp_path) == [("timing.py", 3, "TL201")]

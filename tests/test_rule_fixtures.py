@@ -3,11 +3,15 @@ rule's fixtures adds its tests."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 import pytest
 
-from rule_fixtures import cases, expected_rows, lint
-from torchlint.rule import all_rules
+from rule_fixtures import RULES_DIR, cases, expected_rows, lint
+from torchlint.config import select_rules
+from torchlint.engine import FixMode, lint_module_source
+from torchlint.rule import Applicability, all_rules
 
 CASES = cases()
 BAD = [c for c in CASES if c.is_bad]
@@ -53,3 +57,20 @@ def test_every_rule_has_fixtures_and_docs(rule):
     doc = rule.documentation()
     for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Fix safety"):
         assert heading in doc, f"{rule.code} docs lack {heading!r}"
+
+
+def test_tl801_fixes_are_safe_only_where_every_torch_2_has_the_replacement():
+    """`torch.amp.autocast` exists since torch 2.0; `GradScaler` came with 2.3 and
+    `custom_fwd(device_type=...)` with 2.4: those fixes may break a project that supports an
+    older torch, so they are unsafe (the fixture's expected output is with --unsafe-fixes)."""
+    source = (RULES_DIR / "TL801" / "bad_cuda_amp.py").read_bytes()
+    found = lint(source, "TL801").findings
+    by_name = {}
+    for finding in found:
+        assert finding.fix is not None
+        name = re.search(r"torch\.cuda\.amp\.(\w+)", finding.message).group(1)
+        by_name.setdefault(name, set()).add(finding.fix.applicability)
+    assert by_name["autocast"] == {Applicability.SAFE}
+    assert by_name["GradScaler"] == {Applicability.UNSAFE}
+    safe_only = lint_module_source(source, select_rules(["TL801"], [], []), FixMode.SAFE).fixed_source.decode()
+    assert "torch.amp.autocast(" in safe_only and "torch.amp.GradScaler(" not in safe_only

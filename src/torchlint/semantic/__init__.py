@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     Assignment,
     MetadataWrapper,
@@ -447,6 +448,31 @@ class SemanticModel:
         return (torch_names or names)[0]
 
     @cached_property
+    def imported_modules(self) -> list[str]:
+        """Every module name the file imports (``frameworks.imported_modules``, from this
+        tree): ``from d2l import torch`` gives ``d2l`` and ``d2l.torch``; relative imports
+        left out."""
+        names: list[str] = []
+        for node, entering in self.scanned:
+            if not entering:
+                continue
+            if type(node) is cst.Import:
+                names += [get_full_name_for_node(alias.name) for alias in node.names]
+            elif type(node) is cst.ImportFrom and not node.relative and node.module is not None:
+                base = get_full_name_for_node(node.module)
+                aliases = () if isinstance(node.names, cst.ImportStar) else node.names
+                names += [base, *(f"{base}.{get_full_name_for_node(alias.name)}" for alias in aliases)]
+        return names
+
+    @cached_property
+    def other_framework(self) -> str | None:
+        """The other deep-learning framework the file is written for (``"mxnet"``), with
+        nothing of PyTorch's imported; None otherwise (``frameworks.other_framework``)."""
+        from torchlint.semantic.frameworks import other_framework
+
+        return other_framework(self.imported_modules)
+
+    @cached_property
     def torch_alias(self) -> str | None:
         """The name the module binds ``torch`` to at top level (``import torch as th``: ``th``),
         for fixes that must write a torch call; None when torch itself is not imported."""
@@ -535,6 +561,11 @@ class SemanticModel:
     def project_requires_cuda(self, func: cst.BaseExpression) -> str | None:
         """Why every call of an imported project function needs CUDA, or None."""
         return self._project_fact(func, "requires_cuda")
+
+    def file_name(self) -> str | None:
+        """The name of the file linted, where the project index knows it (None: standard
+        input, a document never saved)."""
+        return self.project.file_name() if self.project is not None else None
 
     def project_callers_hold(self, function: cst.FunctionDef, fact: str) -> bool | None:
         """Whether ``fact`` (``"grad"``: gradients off, ``"eval"``: eval mode) holds at every
@@ -660,11 +691,18 @@ class SemanticModel:
         assigned to a single name (``ckpt = torch.load(path)``), each read of that binding."""
         parent = self.parent(value)
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-            name = parent.targets[0].target
-            scope = self.scopes.get(name)
-            if scope is not None:
-                return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
+            reads = self.binding_reads(parent.targets[0].target)
+            if reads is not None:
+                return reads
         return [value]
+
+    def binding_reads(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """Each read of the binding that ``name`` (an assignment's target) makes; None where
+        the scope analysis does not know the name."""
+        scope = self.scopes.get(name)
+        if scope is None:
+            return None
+        return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
 
     def _effect_key(self, assignment: Assignment) -> float:
         # An assignment takes effect once its value is computed.

@@ -7,8 +7,8 @@ CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it 
 or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for a GPU, and raise
 without one: GPU benchmarks, kernel tests), calls a function of another project file that
 calls ``set_device`` or starts NCCL on every path (``ProjectView.requires_cuda``), defines
-Triton kernels, raises or exits when CUDA is missing, or imports a GPU-only library outside
-``try``/``if``. A function
+Triton kernels, raises or exits when CUDA is missing, imports a GPU-only library outside
+``try``/``if``, or is named for the GPU (``gpu_benchmark.py``: the project index's file name). A function
 that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
 tensors), whatever the rest of the file does.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -37,9 +38,9 @@ _CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
 _CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl|distributed|\bddp\b", re.IGNORECASE)
 # What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
 _AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
-# Functions and classes whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
+# Functions, classes and files whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
 # `low_vram_shift`, `wrap_in_dataparallel`: DataParallel needs GPUs; `_nccl_estimate`: NCCL
-# runs on CUDA only).
+# runs on CUDA only; a tutorial's `502_GPU.py`, a benchmark's `py_load_gpu_tensor.py`).
 _GPU_NAME = re.compile(r"cuda|gpu|vram|data_?parallel|nccl", re.IGNORECASE)
 # Calls that end a function, a script or a test when the GPU is missing.
 _EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
@@ -53,6 +54,7 @@ DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
 _GPU_ONLY_MODULES = (
     "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
     "tensorrt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
+    "transformer_engine", "msamp",  # NVIDIA's and Microsoft's FP8 training libraries
 )
 # torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
 _COLLECTIVES = frozenset(
@@ -131,6 +133,8 @@ class DeviceFacts:
         for reason, calls in sorted(self.gpu_only_calls.items()):
             if self.cuda_only is None and any(not self.chosen_here(c) for c in calls):
                 self.cuda_only = reason
+        if self.cuda_only is None and _GPU_NAME.search(PurePath(model.file_name() or "").stem):
+            self.cuda_only = "its file's name says it is for the GPU"
 
     @property
     def module(self) -> cst.Module:

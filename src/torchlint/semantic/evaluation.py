@@ -1117,8 +1117,8 @@ class EvaluationFacts:
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                 ) and not self._on_random_input(call)):
                     continue
-                if not self.runs_module(model, function, call) or self._feeds_backward(call):
-                    continue
+                if not self.runs_module(model, function, call) or self._feeds_backward(call) or self._shape_read_only(call):
+                    continue  # (a forward whose output is read for its shape predicts nothing)
                 anchor = self.anchor(call, model, function)
                 if self._trains_in(anchor, function):
                     continue
@@ -1151,13 +1151,28 @@ class EvaluationFacts:
 
     def _shape_read_only(self, call: cst.Call) -> bool:
         """A forward pass whose output is read for its shape alone: ``net(x).shape``, or
-        ``y = net(x)`` with every read of ``y`` a ``y.size()``, ``y.shape`` (at least one)."""
-        reads = self.model.reads_of(call)
+        ``y = net(x)`` (``y, h = rnn(x, None)``) with every read of ``y`` (and ``h``) a
+        ``y.size()``, ``y.shape`` (at least one)."""
+        reads = self._output_reads(call)
         return bool(reads) and all(
             isinstance(attribute := self.model.parent(read), cst.Attribute) and attribute.value is read
             and attribute.attr.value in _SHAPE_READS
             for read in reads
         )
+
+    def _output_reads(self, call: cst.Call) -> list[cst.CSTNode]:
+        """Where a forward pass's output is read (``SemanticModel.reads_of``), and, where it is
+        unpacked into names (``out, hidden = rnn(x, h)``), each read of each of them."""
+        parent = self.model.parent(call)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Tuple)):
+            return self.model.reads_of(call)
+        reads: list[cst.CSTNode] = []
+        for element in parent.targets[0].target.elements:
+            found = self.model.binding_reads(element.value) if isinstance(element.value, cst.Name) else None
+            if found is None:
+                return [call]  # (a starred or nested target: read as a whole)
+            reads += found
+        return reads
 
     def _random_tensor(self, expr: cst.BaseExpression, seen: frozenset) -> bool:
         if isinstance(expr, cst.Call):

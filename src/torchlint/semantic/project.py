@@ -1365,6 +1365,12 @@ class ProjectView:
             return FREE
         return None
 
+    # --- the file itself
+
+    def file_name(self) -> str:
+        """The name of the file linted (``train_gpu.py``): what it says it is for."""
+        return self.path.name
+
     # --- functions that need CUDA
 
     def requires_cuda(self, qname: str) -> str | None:
@@ -1472,7 +1478,7 @@ class ProjectView:
 
 
 # What the semantic model asks a ProjectView: every fact of other files a lint can depend on.
-QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds")
+QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name")
 
 
 class AskedView:
@@ -1506,6 +1512,9 @@ class AskedView:
 
     def requires_cuda(self, qname: str) -> str | None:
         return self._ask("requires_cuda", qname)
+
+    def file_name(self) -> str:
+        return self._ask("file_name")
 
     def callers_hold(self, name: str, fact: str) -> bool | None:
         return self._ask("callers_hold", name, fact)
