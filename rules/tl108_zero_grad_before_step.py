@@ -1,13 +1,18 @@
 import libcst as cst
 
 from torchlint.semantic.frameworks import TorchRule
+from torchlint.semantic.training import code
 
 
 class ZeroGradBeforeStep(TorchRule):
     """
     ## What it does
     Finds gradients cleared (`zero_grad()`, `p.grad = None`) between `backward()` and the
-    optimizer's `step()` in a training iteration.
+    optimizer's `step()` in a training iteration: the stepped optimizer's own `zero_grad()`,
+    or a clear that names no optimizer (`model.zero_grad()`, `p.grad = None`) in an
+    iteration that steps one optimizer. Where several are stepped (a reference model trained
+    beside the one tested, bf16 copies whose gradients were handed to fp32 weights), such a
+    clear may be another model's, and is left alone.
 
     ## Why is this bad?
     The step then sees no gradients (or zeros): nothing is ever updated, and the loss stays
@@ -44,11 +49,27 @@ class ZeroGradBeforeStep(TorchRule):
         start = self.semantic.start_key
         for iteration in self.semantic.training.iterations:
             backwards = sorted(start(b) for b in iteration.backward_calls)
-            steps = sorted(start(s) for s in iteration.steps)
+            stepped = {_receiver(s) for s in iteration.steps}
             for clear in iteration.clears:
                 at = start(clear)
-                # A backward before the clear, a step after it, and no backward in between.
-                if any(b < at for b in backwards) and any(
-                    s > at and not any(at < b < s for b in backwards) for s in steps
-                ):
+                # A backward before the clear, a step after it, and no backward in between:
+                # the clear's own optimizer's step, or, where the clear names no optimizer
+                # stepped here (`model.zero_grad()`, `p.grad = None`), the one optimizer
+                # stepped in the iteration. With several, the clear may be another model's
+                # (a reference model's, bf16 copies after their gradients went to fp32 ones).
+                later = {
+                    _receiver(s) for s in iteration.steps
+                    if start(s) > at and not any(at < b < start(s) for b in backwards)
+                }
+                if not later or not any(b < at for b in backwards):
+                    continue
+                if _receiver(clear) in later or (_receiver(clear) not in stepped and len(stepped) == 1):
                     self.report(clear)
+
+
+def _receiver(node: cst.CSTNode) -> str | None:
+    """``optimizer`` for ``optimizer.step()`` or ``optimizer.zero_grad()``; None for a clear that
+    is no method call (``p.grad = None``, a helper)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return code(node.func.value)
+    return None

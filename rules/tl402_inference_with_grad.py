@@ -16,7 +16,8 @@ class InferenceWithGrad(TorchRule):
     generation functions (`generate`, `sample`, `decode`) called in the file outside any
     training loop, and helpers (decoders, samplers) called only from evaluation code.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
-    are plain functions used as models, tests, methods of `nn.Module` subclasses, forward
+    are plain functions used as models, `torch.nn` modules without parameters
+    (`nn.CosineSimilarity`, `nn.Softmax`: functions of their inputs), tests, methods of `nn.Module` subclasses, forward
     passes on made-up tensors (`torch.rand(...)`) after loading weights, forward passes
     whose output only has its shape read (a model file's `test()` printing
     `net(torch.randn(...)).size()`, a notebook's `out, h = rnn(test_input, None)` checking

@@ -91,6 +91,22 @@ _RANDOM_TENSORS = frozenset(
 )
 # What a shape check reads of a model's output.
 _SHAPE_READS = frozenset({"shape", "size", "dim", "ndim"})
+# `torch.nn` modules without parameters: functions of their inputs (`cos = nn.CosineSimilarity()`,
+# `softmax = nn.Softmax(dim=1)`). Running one runs no model: a graph there is its input's.
+_PARAMETER_FREE = frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Softmax",
+        "LogSoftmax", "Softmin", "Softmax2d", "Softplus", "Softsign", "Softshrink", "Hardshrink", "Hardtanh",
+        "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold", "GLU", "LogSigmoid", "CosineSimilarity",
+        "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten",
+        "Unflatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle",
+        "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+        "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+        "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ChannelShuffle",
+    )
+)
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
@@ -721,6 +737,8 @@ class EvaluationFacts:
             return False  # a plain function used as a model: `net = linreg`, `evaluate(net=softmax_regression)`
         if isinstance(expr, cst.Attribute) and self._holds_callable(expr, function):
             return False  # `self.generate_from_model(...)` a method; `self.model = model_fn` a function
+        if self._parameter_free(expr):
+            return False
         kind = self.model.kind(expr)
         if kind is not None:
             return kind is Kind.MODULE
@@ -735,6 +753,14 @@ class EvaluationFacts:
             # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
             return _is_model_noun(expr.value) and not re.fullmatch(r"[A-Z][a-z0-9]+[A-Za-z0-9]*", expr.value)
         return _is_model_noun(expr.attr.value)
+
+    def _parameter_free(self, expr: cst.Name | cst.Attribute) -> bool:
+        """Whether ``expr`` holds a ``torch.nn`` module without parameters (``_PARAMETER_FREE``)
+        wherever it is bound."""
+        values = self.model.values(expr)
+        return bool(values) and all(
+            isinstance(v, cst.Call) and self.model.qualified_name(v.func) in _PARAMETER_FREE for v in values
+        )
 
     def _holds_function(self, name: cst.Name, function: cst.FunctionDef | None, seen: frozenset) -> bool:
         """Whether a name may hold a plain function: it is bound to a ``def`` or a ``lambda``,
