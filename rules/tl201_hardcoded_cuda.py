@@ -40,10 +40,9 @@ class HardcodedCuda(TorchRule):
     Engine, MS-AMP, `torch.utils.cpp_extension`) outside `try`/`if`, or is named for the GPU
     (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a file name holding `cuda`, `gpu`, `vram`,
     `nccl` or `data_parallel`, where the file is linted as one, not on standard input).
-    DeepSpeed, bitsandbytes and
-    xformers do not count: they run on other accelerators or the CPU. A function that runs
-    a `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by
-    design too: NCCL needs CUDA tensors.
+    DeepSpeed, bitsandbytes and xformers do not count: they run on other accelerators or the
+    CPU. A function that runs a `torch.distributed` collective (`all_reduce`, `all_gather`,
+    ...) is CUDA-only by design too: NCCL needs CUDA tensors.
 
     ## Why is this bad?
     The script fails on every machine without a GPU (a laptop, a CPU CI runner, a

@@ -17,13 +17,13 @@ class InferenceWithGrad(TorchRule):
     training loop, and helpers (decoders, samplers) called only from evaluation code.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
     are plain functions used as models, `torch.nn` modules without parameters
-    (`nn.CosineSimilarity`, `nn.Softmax`: functions of their inputs), tests, methods of `nn.Module` subclasses, forward
-    passes on made-up tensors (`torch.rand(...)`) after loading weights, forward passes
-    whose output only has its shape read (a model file's `test()` printing
-    `net(torch.randn(...)).size()`, a notebook's `out, h = rnn(test_input, None)` checking
-    `out.size()` and `h.size()`),
-    and functions passed by name or called from one (a forward function given to an
-    attribution method, which differentiates its output).
+    (`nn.CosineSimilarity`, `nn.Softmax`: functions of their inputs), tests, methods of
+    `nn.Module` subclasses, forward passes on made-up tensors (`torch.rand(...)`) after
+    loading weights, forward passes whose output only has its shape read (a model file's
+    `test()` printing `net(torch.randn(...)).size()`, a notebook's
+    `out, h = rnn(test_input, None)` checking `out.size()` and `h.size()`), and functions
+    passed by name or called from one (a forward function given to an attribution method,
+    which differentiates its output).
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all

@@ -8,9 +8,9 @@ or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for 
 without one: GPU benchmarks, kernel tests), calls a function of another project file that
 calls ``set_device`` or starts NCCL on every path (``ProjectView.requires_cuda``), defines
 Triton kernels, raises or exits when CUDA is missing, imports a GPU-only library outside
-``try``/``if``, or is named for the GPU (``gpu_benchmark.py``: the project index's file name). A function
-that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA
-tensors), whatever the rest of the file does.
+``try``/``if``, or is named for the GPU (``gpu_benchmark.py``: the project view's file name).
+A function that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL
+needs CUDA tensors), whatever the rest of the file does.
 
 One scan of the nodes the semantic model's collecting pass recorded gathers what the
 questions need: the names that hold a device, ``self.device`` set in ``__init__``,

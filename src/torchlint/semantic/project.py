@@ -1477,7 +1477,8 @@ class ProjectView:
         return kinds
 
 
-# What the semantic model asks a ProjectView: every fact of other files a lint can depend on.
+# What the semantic model asks a ProjectView: every fact from outside the file's source that a lint
+# can depend on (the other files, and the file's own name).
 QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name")
 
 
