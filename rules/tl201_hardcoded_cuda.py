@@ -147,11 +147,8 @@ class HardcodedCuda(TorchRule):
         references of its binding) is an operand of a comparison."""
         params = function.params
         param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None)
-        scope = self.semantic.scopes.get(param.name) if param is not None else None
-        if scope is None:
-            return False
-        reads = [r.node for a in scope.assignments[parameter] if a.node is param for r in a.references]
-        return all(_compared(self.semantic.parent(read), read) for read in reads)
+        reads = self.semantic.binding_reads(param) if param is not None else None
+        return reads is not None and all(_compared(self.semantic.parent(read), read) for read in reads)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

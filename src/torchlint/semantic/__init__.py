@@ -696,13 +696,14 @@ class SemanticModel:
                 return reads
         return [value]
 
-    def binding_reads(self, name: cst.Name) -> list[cst.CSTNode] | None:
-        """Each read of the binding that ``name`` (an assignment's target) makes; None where
-        the scope analysis does not know the name."""
+    def binding_reads(self, target: cst.Name | cst.Param) -> list[cst.CSTNode] | None:
+        """Each read of the binding that ``target`` (an assignment's target name, or a
+        parameter) makes; None where the scope analysis does not know the name."""
+        name = target.name if isinstance(target, cst.Param) else target
         scope = self.scopes.get(name)
         if scope is None:
             return None
-        return [r.node for a in scope.assignments[name.value] if a.node is name for r in a.references]
+        return [r.node for a in scope.assignments[name.value] if a.node is target for r in a.references]
 
     def _effect_key(self, assignment: Assignment) -> float:
         # An assignment takes effect once its value is computed.
