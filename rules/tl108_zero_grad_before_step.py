@@ -49,7 +49,8 @@ class ZeroGradBeforeStep(TorchRule):
         start = self.semantic.start_key
         for iteration in self.semantic.training.iterations:
             backwards = sorted(start(b) for b in iteration.backward_calls)
-            stepped = {_receiver(s) for s in iteration.steps}
+            steps = [(start(s), code(o)) for s, o in zip(iteration.steps, iteration.stepped_optimizers())]
+            stepped = {optimizer for _, optimizer in steps}
             for clear in iteration.clears:
                 at = start(clear)
                 # A backward before the clear, a step after it, and no backward in between:
@@ -57,19 +58,17 @@ class ZeroGradBeforeStep(TorchRule):
                 # stepped here (`model.zero_grad()`, `p.grad = None`), the one optimizer
                 # stepped in the iteration. With several, the clear may be another model's
                 # (a reference model's, bf16 copies after their gradients went to fp32 ones).
-                later = {
-                    _receiver(s) for s in iteration.steps
-                    if start(s) > at and not any(at < b < start(s) for b in backwards)
-                }
+                later = {o for s, o in steps if s > at and not any(at < b < s for b in backwards)}
                 if not later or not any(b < at for b in backwards):
                     continue
-                if _receiver(clear) in later or (_receiver(clear) not in stepped and len(stepped) == 1):
+                cleared = _cleared(clear)
+                if cleared in later or (cleared not in stepped and len(stepped) == 1):
                     self.report(clear)
 
 
-def _receiver(node: cst.CSTNode) -> str | None:
-    """``optimizer`` for ``optimizer.step()`` or ``optimizer.zero_grad()``; None for a clear that
-    is no method call (``p.grad = None``, a helper)."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return code(node.func.value)
+def _cleared(clear: cst.CSTNode) -> str | None:
+    """``optimizer`` for ``optimizer.zero_grad()``; None for a clear that is no method call
+    (``p.grad = None``, a helper)."""
+    if isinstance(clear, cst.Call) and isinstance(clear.func, cst.Attribute):
+        return code(clear.func.value)
     return None
