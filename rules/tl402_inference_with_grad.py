@@ -1,6 +1,6 @@
 import libcst as cst
 
-from torchlint.rule import Fix
+from torchlint.rule import Applicability, Fix
 from torchlint.semantic.evaluation import called_module
 from torchlint.semantic.frameworks import TorchRule
 
@@ -24,6 +24,14 @@ class InferenceWithGrad(TorchRule):
     `out, h = rnn(test_input, None)` checking `out.size()` and `h.size()`), and functions
     passed by name or called from one (a forward function given to an attribution method,
     which differentiates its output).
+
+    A forward pass is reported only when its output provably never reaches a backward pass
+    (the semantic layer's gradient flow): not through a loss, a running total, a list or an
+    attribute that is later backpropagated, a same-file helper that calls `backward()`, or a
+    `return` to a caller that does. Where the output cannot be followed (returned by a
+    function with no caller in the file or one passed around by name, yielded, thrown away
+    as a warm-up or for its forward hooks), the rule stays silent: a name such as `predict`
+    or `evaluate` never makes a pass inference on its own.
 
     ## Why is this bad?
     With gradients on, every forward pass records its autograd graph and keeps all
@@ -52,10 +60,15 @@ class InferenceWithGrad(TorchRule):
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
     `import torch` where the file has none. It is safe: evaluation code that computes
     gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
-    the recorded graphs go. A decorator on an `async def` does not cover the coroutine's
-    body (and does not count as turning gradients off there): the statements that run the
-    model are wrapped instead, and there is no fix where they `await`, since grad mode is
-    per thread and other coroutines would run with it off.
+    the recorded graphs go. The decorator turns gradients off for the whole function, so it
+    is offered only where every forward pass there is inference; beside one whose output may
+    be backpropagated, the inference statements are wrapped instead. Where an inference
+    output is returned, what the callers do with it is read where the fix cannot see every
+    reader (another file, a method's callers): the fix is then unsafe. A decorator on an
+    `async def` does not cover the coroutine's body (and does not count as turning gradients
+    off there): the statements that run the model are wrapped instead, and there is no fix
+    where they `await`, since grad mode is per thread and other coroutines would run with it
+    off.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -95,7 +108,10 @@ class InferenceWithGrad(TorchRule):
         evaluation = self.semantic.evaluation
         no_grad, needs_import = evaluation.no_grad_call
         changes: dict[cst.CSTNode, cst.CSTNode] = {}
-        if scope.kind == "function" and scope.node.asynchronous is None:
+        flow = self.semantic.gradient_flow
+        # What a caller gets back is read where the fix cannot see every reader.
+        applicability = Applicability.UNSAFE if any(flow.returned(f) for f in with_grad) else Applicability.SAFE
+        if scope.kind == "function" and scope.node.asynchronous is None and not scope.beside_training:
             decorator = cst.Decorator(cst.parse_expression(no_grad))
             changes[scope.node] = scope.node.with_changes(decorators=[*scope.node.decorators, decorator])
             message = f"Decorate `{scope.node.name.value}` with `@{no_grad}`"
@@ -113,7 +129,7 @@ class InferenceWithGrad(TorchRule):
                 return None
             imported = cst.parse_statement("import torch\n").with_changes(leading_lines=first.leading_lines)
             changes[first] = cst.FlattenSentinel([imported, first.with_changes(leading_lines=())])
-        return Fix(message, changes)
+        return Fix(message, changes, applicability)
 
 
 def _wrapped(statement: cst.BaseStatement, no_grad: str) -> cst.With:

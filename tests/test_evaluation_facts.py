@@ -62,7 +62,7 @@ def test_evaluation_function_with_a_model_parameter():
         import torch
 
         def evaluate(model, loader):
-            return [model(x) for x, _ in loader]
+            return [model(x).argmax(1) for x, _ in loader]
         """
     )
     assert summary(evaluation) == [("function", 5, "model")]
@@ -80,7 +80,7 @@ def test_loop_over_validation_data_in_a_training_function():
                     loss.backward()
                     opt.step()
                 for x, y in val_loader:
-                    model(x)
+                    print(model(x).argmax(1))
         """
     )
     assert summary(evaluation) == [("loop", 11, "model")]
@@ -93,7 +93,7 @@ def test_validation_and_test_data_spellings(iterable):
         import torch.nn as nn
         net = nn.Linear(2, 2)
         for batch in {iterable}:
-            net(batch)
+            print(net(batch).argmax(1))
         """
     )
     assert [s.kind for s in evaluation.scopes] == ["loop"]
@@ -185,7 +185,7 @@ def test_loop_free_predict_feeding_a_training_step_is_training():
 
 
 def test_files_without_torch_have_no_evaluation_code():
-    assert facts("def evaluate(model, loader):\n    return [model(x) for x in loader]\n").scopes == []
+    assert facts("def evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n").scopes == []
 
 
 # --- eval mode --------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def train_epoch(model, loader, opt):
 
 def evaluate(model, loader):
     {body}
-    return [model(x) for x, _ in loader]
+    return [model(x).argmax(1) for x, _ in loader]
 
 def main(model, opt, train_loader, val_loader):
     for epoch in range(3):
@@ -256,7 +256,7 @@ def test_a_model_only_ever_put_in_eval_mode():
                 self.model.eval()
 
             def predict(self, x):
-                return self.model(x)
+                return self.model(x).argmax(1)
         """
     )
     assert evaluation.in_eval_mode(scope)
@@ -268,7 +268,7 @@ def test_a_function_passed_as_a_callback_has_unknown_callers():
         import torch
 
         def validate(model, loader):
-            return [model(x) for x in loader]
+            return [model(x).argmax(1) for x in loader]
 
         trainer = Trainer(eval_fn=validate)
         """
@@ -277,7 +277,7 @@ def test_a_function_passed_as_a_callback_has_unknown_callers():
 
 
 def test_a_function_nobody_calls_is_not_in_eval_mode():
-    evaluation, scope = only_scope("import torch\ndef predict(model, x):\n    return model(x)\n")
+    evaluation, scope = only_scope("import torch\ndef predict(model, x):\n    return model(x).argmax(1)\n")
     assert not evaluation.in_eval_mode(scope)
 
 
@@ -287,16 +287,16 @@ def test_a_function_nobody_calls_is_not_in_eval_mode():
 @pytest.mark.parametrize(
     "source, disabled",
     [
-        ("@torch.no_grad()\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n", True),
-        ("@torch.inference_mode()\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n", True),
-        ("def evaluate(model, loader):\n    with torch.no_grad():\n        return [model(x) for x in loader]\n", True),
-        ("def evaluate(model, loader):\n    torch.set_grad_enabled(False)\n    return [model(x) for x in loader]\n", True),
-        ("def evaluate(model, loader):\n    with torch.set_grad_enabled(phase == 'train'):\n        return [model(x) for x in loader]\n", True),
-        ("def evaluate(model, loader):\n    with torch.set_grad_enabled(True):\n        return [model(x) for x in loader]\n", False),
-        ("def evaluate(model, loader):\n    torch.no_grad()  # does nothing\n    return [model(x) for x in loader]\n", False),
-        ("def evaluate(model, loader):\n    return [model(x) for x in loader]\n\nwith torch.no_grad():\n    evaluate(m, l)\n", True),
-        ("def evaluate(model, loader):\n    return [model(x) for x in loader]\n\nwith torch.no_grad():\n    evaluate(m, l)\nevaluate(m, l)\n", False),
-        ("from torch import no_grad as ng\n@ng()\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n", True),
+        ("@torch.no_grad()\ndef evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n", True),
+        ("@torch.inference_mode()\ndef evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n", True),
+        ("def evaluate(model, loader):\n    with torch.no_grad():\n        return [model(x).argmax(1) for x in loader]\n", True),
+        ("def evaluate(model, loader):\n    torch.set_grad_enabled(False)\n    return [model(x).argmax(1) for x in loader]\n", True),
+        ("def evaluate(model, loader):\n    with torch.set_grad_enabled(phase == 'train'):\n        return [model(x).argmax(1) for x in loader]\n", True),
+        ("def evaluate(model, loader):\n    with torch.set_grad_enabled(True):\n        return [model(x).argmax(1) for x in loader]\n", False),
+        ("def evaluate(model, loader):\n    torch.no_grad()  # does nothing\n    return [model(x).argmax(1) for x in loader]\n", False),
+        ("def evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n\nwith torch.no_grad():\n    evaluate(m, l)\n", True),
+        ("def evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n\nwith torch.no_grad():\n    evaluate(m, l)\nevaluate(m, l)\n", False),
+        ("from torch import no_grad as ng\n@ng()\ndef evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n", True),
     ],
 )
 def test_grad_disabled(source, disabled):
@@ -528,7 +528,7 @@ def test_a_no_grad_decorator_does_not_cover_a_coroutine():
 
         @torch.no_grad()
         async def predict(model, x):
-            return model(await x)
+            return model(await x).argmax(1)
         """
     )
     assert not evaluation.grad_disabled(scope.forwards[0])

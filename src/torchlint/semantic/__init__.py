@@ -412,6 +412,13 @@ class SemanticModel:
         return TrainingFacts(self)
 
     @cached_property
+    def gradient_flow(self):
+        """Whether a forward pass's output can reach a backward pass."""
+        from torchlint.semantic.gradflow import GradientFlow
+
+        return GradientFlow(self)
+
+    @cached_property
     def evaluation(self):
         """Evaluation scopes and whether the model is in eval mode / grad is off there."""
         from torchlint.semantic.evaluation import EvaluationFacts

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import libcst as cst
 
 from torchlint.semantic import MODULE_RETURNS_SELF, call_argument
+from torchlint.semantic.gradflow import NEVER
 from torchlint.semantic.training import code
 
 if TYPE_CHECKING:
@@ -194,6 +195,9 @@ class EvalScope:
     # Found by name or data (evaluation functions and loops, inference statements); not a
     # generation function or a helper reached from evaluation, which need more evidence.
     core: bool = True
+    # Forward passes in the same function or region whose output may reach a backward pass
+    # (``GradientFlow``): a fix that turns gradients off for the whole function would change them.
+    beside_training: bool = False
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -1053,9 +1057,9 @@ class EvaluationFacts:
             evaluation_loops.append(loop)
             if functions.intersection(self._enclosing_functions(function)) or any(self._inside(loop, s.node) for s in scopes):
                 continue
-            forwards = self._forwards(loop, function)
+            forwards, beside = self._inference(self._forwards(loop, function))
             if forwards:
-                scopes.append(EvalScope("loop", loop, function, forwards))
+                scopes.append(EvalScope("loop", loop, function, forwards, beside_training=beside))
         scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
         functions = {s.node for s in scopes}
         scopes.extend(self._statement_scopes(scopes, functions))
@@ -1092,18 +1096,16 @@ class EvaluationFacts:
                 continue
             if any(self._inside(site, s.node) for site in sites for s in scopes) or self._function_trains(function):
                 continue
-            forwards = self._forwards(function, function)
+            forwards, beside = self._inference(self._forwards(function, function))
             if forwards and not self._backward_calls_in(function):
-                found.append(EvalScope("function", function, function, forwards, core=False))
+                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
         return found
 
     def _function_scope(self, function: cst.FunctionDef) -> EvalScope | None:
-        forwards = self._forwards(function, function)
+        # A `predict(model, x)` whose output a training step backpropagates through is part of
+        # the training forward pass (``_inference``).
+        forwards, beside = self._inference(self._forwards(function, function))
         if not forwards:
-            return None
-        # A loop-free `predict(model, x)` whose output a training step backpropagates through
-        # is part of the training forward pass.
-        if not any(self._inside(loop, function) for loop in self.loops) and any(map(self._feeds_backward, self.call_sites(function))):
             return None
         # A `test()` that runs the model on made-up tensors and reads only the output's shape
         # (`print(net(torch.randn(1, 3, 32, 32)).size())` in a model file's main block)
@@ -1111,7 +1113,7 @@ class EvaluationFacts:
         if all(self._on_random_input(f) and self._shape_read_only(f) for f in forwards):
             return None
         core = bool(_EVAL_FUNCTION_WORDS.intersection(words(function.name.value)))
-        return EvalScope("function", function, function, forwards, core=core)
+        return EvalScope("function", function, function, forwards, core=core, beside_training=beside)
 
     def _forwards(self, region: cst.CSTNode, function: cst.FunctionDef | None) -> list[cst.Call]:
         return [
@@ -1119,6 +1121,15 @@ class EvaluationFacts:
             for c in self.calls_in.get(function, ())
             if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function, c)
         ]
+
+    def _inference(self, forwards: list[cst.Call]) -> tuple[list[cst.Call], bool]:
+        """The forward passes whose output provably never reaches a backward pass
+        (``GradientFlow``), and whether any of the others is left beside them."""
+        found = [c for c in forwards if self.is_inference(c)]
+        return found, len(found) < len(forwards)
+
+    def is_inference(self, call: cst.Call) -> bool:
+        return self.model.gradient_flow.of(call) == NEVER
 
     def _in_lambda(self, call: cst.Call) -> bool:
         """Inside a ``lambda`` (``model_fn=lambda model, x: model(x)``): it runs later, when
@@ -1143,7 +1154,7 @@ class EvaluationFacts:
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                 ) and not self._on_random_input(call)):
                     continue
-                if not self.runs_module(model, function, call) or self._feeds_backward(call) or self._shape_read_only(call):
+                if not self.runs_module(model, function, call) or not self.is_inference(call) or self._shape_read_only(call):
                     continue  # (a forward whose output is read for its shape predicts nothing)
                 anchor = self.anchor(call, model, function)
                 if self._trains_in(anchor, function):
@@ -1300,28 +1311,6 @@ class EvaluationFacts:
             if isinstance(ancestor, (cst.For, cst.While)) and self._trains_in(ancestor, function):
                 return ancestor
         return None
-
-    def _feeds_backward(self, call: cst.Call) -> bool:
-        """Whether a backward pass in the same function runs through the call's result."""
-        function = self.function_of[call]
-        loops = [a for a in self.model.ancestors(call) if isinstance(a, (cst.For, cst.While))]
-        # Only code that can run after the call: later in the function, or in a loop around it.
-        def later(node: cst.CSTNode) -> bool:
-            return self._start(node) > self._start(call) or any(self._inside(node, loop) for loop in loops)
-
-        backwards = [b for b in self._backward_calls_in(function) if self.function_of[b] is function and (later(b) or self._inside(call, b))]
-        if not backwards:
-            return False
-        if any(self._inside(call, b) for b in backwards):
-            return True
-        targets = _assigned_names(self._statement_of(call))
-        flow = set().union(*(_read_names(b) for b in backwards))
-        assignments = [a for a in self.assignments_in.get(function, ()) if later(a)]
-        for _ in range(2):  # loss = crit(out, y); total = loss + aux; total.backward()
-            for node in reversed(assignments):
-                if _assigned_names(node) & flow and getattr(node, "value", None) is not None:
-                    flow |= _read_names(node.value)
-        return bool(targets & flow)
 
     # --- where fixes go -----------------------------------------------------------------
 
@@ -1523,25 +1512,6 @@ def _assigned_names(node: cst.CSTNode) -> set[str]:
     if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
         return _assigned_names_of_target(node.target)
     return set()
-
-
-def _read_names(node: cst.CSTNode) -> set[str]:
-    names = _ReadNames()
-    node.visit(names)
-    return names.found
-
-
-class _ReadNames(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: set[str] = set()
-
-    def visit_Name(self, name: cst.Name) -> None:
-        self.found.add(name.value)
-
-    def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-        attribute.value.visit(self)
-        return False  # x.loss reads x, not a name `loss`
 
 
 class _EvalDataNames(cst.CSTVisitor):
