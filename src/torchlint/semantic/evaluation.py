@@ -1063,7 +1063,84 @@ class EvaluationFacts:
         scopes.extend(self._helper_scopes(scopes, [*evaluation_functions, *evaluation_loops]))
         functions = {s.node for s in scopes}
         scopes.extend(self._statement_scopes(scopes, functions))
+        scopes.extend(self._flow_scopes(scopes))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
+
+    def _flow_scopes(self, scopes: list[EvalScope]) -> list[EvalScope]:
+        """Functions that no name marks as evaluation, whose forward passes through modules
+        known by their type (``self.actor = Actor(...)``), or through a method of one that
+        runs its submodules (``self.policy.sample(state)``, ``lm.log_prob(x)``), provably
+        never reach a backward pass: an agent's ``select_action``, a prediction helper. A
+        function that trains, a framework's hook, a module's own method and a test are left
+        alone, as everywhere."""
+        covered = self._covering(s.node for s in scopes if s.kind != "statement")
+        taken = {f for s in scopes if s.kind == "statement" for f in s.forwards}
+        found = []
+        for function in self.functions:
+            if self._framework_owned(function) or self._function_trains(function) or self._backward_calls_in(function):
+                continue
+            forwards = [
+                c for c in self.calls_in.get(function, ())
+                if c not in taken and not covered(c) and not self._in_lambda(c) and self.known_forward(c)
+                # (a shape check, a demo on made-up tensors: predicts nothing)
+                and not self._shape_read_only(c) and not self._on_random_input(c)
+            ]
+            forwards, beside = self._inference(forwards)
+            if forwards:
+                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
+        return found
+
+    def known_forward(self, call: cst.Call) -> bool:
+        """A call of a module known by its type, or of a method of one that its class (of this
+        file) defines and that runs a submodule or the module itself (a library's ``generate``
+        may turn gradients off itself: Hugging Face's does)."""
+        from torchlint.semantic import Kind
+
+        func = call.func
+        if not call.args or not isinstance(func, (cst.Name, cst.Attribute)):
+            return False
+        if self.model.kind(func) is Kind.MODULE:
+            # A class of this file: one of another file or library may turn gradients off in
+            # its own forward (YOLO's AutoShape), which this file does not show.
+            return bool(self._local_classes(func))
+        if not isinstance(func, cst.Attribute) or self.model.kind(func.value) is not Kind.MODULE:
+            return False
+        return any(self._runs_submodules(m) for m in self._methods_of(func.value, func.attr.value))
+
+    def _local_classes(self, expr: cst.BaseExpression) -> list:
+        """The classes of this file that every value bound to ``expr`` is built from (none
+        where one value is built otherwise)."""
+        values = self.model.values(expr)
+        found = []
+        for value in values:
+            # `Actor(...).to(device)`: the methods that return the module itself
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_RETURNS_SELF:
+                value = value.func.value
+            found.append(self.model._local_class(value.func) if isinstance(value, cst.Call) else None)
+        return found if values and all(found) else []
+
+    def _methods_of(self, expr: cst.BaseExpression, name: str) -> list[cst.FunctionDef]:
+        """The methods named ``name`` of the file's classes that ``expr`` is built from."""
+        found = []
+        for info in self._local_classes(expr):
+            for cls in [info, *self.model.local_bases(info)]:
+                found += [f for f in self.model.functions.get(name, ()) if self.model.parent(self.model.parent(f)) is cls.node]
+        return found
+
+    def _runs_submodules(self, method: cst.FunctionDef) -> bool:
+        """Whether a method calls ``self(...)``, ``self.forward(...)`` or ``self.<attribute>(...)``."""
+        params = method.params.params
+        if not params:
+            return False
+        owner = params[0].name.value
+        for call in self.model.calls_in(method):
+            func = call.func
+            if isinstance(func, cst.Name) and func.value == owner:
+                return True
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == owner:
+                if not any(self._is_method(f) for f in self.functions_by_name.get(func.attr.value, ())) or func.attr.value == "forward":
+                    return True
+        return False
 
     def _is_evaluation_function(self, function: cst.FunctionDef) -> bool:
         """Named for evaluation (``evaluate``, ``predict``...), or for generation (``generate``,
