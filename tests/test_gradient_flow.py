@@ -167,3 +167,25 @@ def test_flow(name):
 def test_a_returned_output_is_known_to_leave_its_function():
     assert flow(CASES["returned to a caller that reads a metric"][1]) == (NEVER, True)
     assert flow(CASES["a metric through item()"][1]) == (NEVER, False)
+
+
+def test_a_module_given_the_output_does_not_keep_it():
+    """``model.test(z)`` computes from ``z`` (a probe's accuracy): the module is not a
+    container of the value, and its own loss method in the training step is not a read of it."""
+    source = """
+        import torch
+
+        class Encoder(torch.nn.Module):
+            pass
+
+        model = Encoder()
+
+        def train():
+            loss = model.loss(model(x))
+            loss.backward()
+
+        def test():
+            z = model(x)  # <-
+            return model.test(z).item()
+    """
+    assert flow(source)[0] == NEVER

@@ -207,8 +207,8 @@ class GradientFlow:
             return []
         found: list[cst.CSTNode] = [call]  # what a call returns may hold its arguments (`criterion(out, y)`)
         # A method given the value may keep it (`outs.append(out)`, `buffer.push(out)`): its
-        # receiver then holds it.
-        if isinstance(func, cst.Attribute):
+        # receiver then holds it. A module, an optimizer, a loss... computes from it (`model.test(z)`).
+        if isinstance(func, cst.Attribute) and model.kind(func.value) is None:
             receiver = func.value
             if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls") and self._holds_values(receiver):
                 found += self._name_reads(receiver)
