@@ -16,14 +16,17 @@ class InferenceInTrainMode(TorchRule):
     callers set it, also when the base class is in another file), on plain functions used
     as models, and on tests. Generation functions (`generate`, `sample`, `decode`) called in
     the file outside any training loop, and helpers (decoders, samplers) called only from
-    evaluation code, are reported only where the model is known to hold dropout or batch
-    norm.
+    evaluation code, are reported too, as are functions whose forward passes through a
+    module of a class of the file provably never reach a backward pass (the gradient flow
+    that TL402 uses: an agent's action selection).
 
-    Opt-in: from one file it is often unknown whether the model holds dropout or batch norm
-    (it comes from another file or package) and whether the callers of an evaluation helper
-    put it in eval mode; on the ecosystem corpus 3 of its 10 findings were right (0.30).
-    Select it with `--select TL401` (or `TL4`, `ALL`); the project index will let it be
-    precise.
+    It reports only a model known to hold a layer that train mode changes: built (in the file
+    or, through the project index, in another file of the project) from a class whose own
+    layers, bases or submodules hold dropout, batch norm, `RReLU` or a transformer layer, or
+    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`). A model
+    whose layers are unknown (from a package outside the project, or passed in with no caller
+    in view) is not reported: a pass is proven inference and the model proven to care about
+    its mode, or the rule is silent.
 
     ## Why is this bad?
     In training mode dropout drops activations at random and batch norm normalises with the
@@ -94,17 +97,14 @@ class InferenceInTrainMode(TorchRule):
             "load", "load_state_dict",
         ),
     )
-    opt_in = True
     message = "`{model}` runs for evaluation without `{model}.eval()`: dropout and batch norm stay in training mode"
 
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         reported = []
         for scope in evaluation.scopes:
-            if evaluation.known_mode_free(scope.model, scope.function):
-                continue  # train mode changes nothing
-            if not scope.core and not evaluation.known_mode_dependent(scope.model, scope.function):
-                continue  # generation and helpers: only models known to hold dropout or batch norm
+            if not evaluation.known_mode_dependent(scope.model, scope.function):
+                continue  # only models known to hold dropout or batch norm
             if evaluation.in_eval_mode(scope) or any(evaluation.eval_carries_over(r, scope) for r in reported):
                 continue
             reported.append(scope)

@@ -112,6 +112,14 @@ _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
 _MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
+# torchvision's model builders whose networks hold batch norm or dropout (its ViT, Swin and
+# ConvNeXt hold only layer norm and zero dropout by default: not listed).
+_TORCHVISION_MODE_MODELS = re.compile(
+    r"(resnet|resnext|wide_resnet|vgg|alexnet|densenet|mobilenet|efficientnet|inception|googlenet|squeezenet|"
+    r"shufflenet|mnasnet|regnet|fcn_|deeplabv3|lraspp|fasterrcnn|fcos|retinanet|maskrcnn|keypointrcnn|ssd|"
+    r"r3d_|mc3_|r2plus1d_|s3d|raft|quantized)",
+    re.IGNORECASE,
+)
 # Modules that hold the modules given to them: mode-free only when what they hold is
 # (`nn.DataParallel(Net())` is in the mode its `Net` is).
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "DataParallel", "DistributedDataParallel"})
@@ -861,6 +869,8 @@ class EvaluationFacts:
                     found = found or bool(_MODE_FUNCTIONS.search(last))
                 elif qname.startswith("torch.nn.") and last[:1].isupper():
                     found = found or not facts._layer_mode_free(node)
+                elif qname.startswith("torchvision.models."):
+                    found = found or bool(_TORCHVISION_MODE_MODELS.match(last))
                 else:
                     cls = facts._local_definition(node.func, cst.ClassDef)
                     if cls is not None and cls not in seen:
