@@ -3,7 +3,7 @@
 `python -m torchlint.runtime._child RESULT CONFIG [ARGS...]` installs the instrumentation, runs
 the script as `__main__` with `sys.argv = [SCRIPT, *ARGS]` (or the reference trainer), and
 writes what it saw to the JSON file RESULT. CONFIG is a JSON object: `script` or `reference`,
-`device`, `limit_batches`. Exit status 2 means the run could not be set up (`setup_error`).
+`device`, `limit_batches`, `max_steps`. Exit status 2 means the run could not be set up (`setup_error`).
 
 The facts are written as the run goes (each time replacing the file atomically), and a last
 time with the run's `outcome`: a file without an outcome is the evidence of a run that died.
@@ -53,7 +53,10 @@ def main(argv: list[str]) -> int:
     roots = [Path(script).resolve().parent] if script else [Path.cwd()]
     user = UserCode(roots)
     publish = lambda facts: _write(result_path, {"device": device, "reference": None, **facts})  # noqa: E731
-    recorder = Recorder(user, limit_batches=config.get("limit_batches"), cuda_hidden=not cuda_available, publish=publish)
+    recorder = Recorder(
+        user, limit_batches=config.get("limit_batches"), cuda_hidden=not cuda_available, publish=publish,
+        max_steps=config.get("max_steps"),
+    )
     reference = None
     started = time.perf_counter()
     publish(recorder.facts())
@@ -78,6 +81,8 @@ def main(argv: list[str]) -> int:
 
 
 def _run_script(script: str, args: list[str], user, recorder) -> dict:
+    from torchlint.runtime.instrument import StepsDone
+
     sys.argv = [script, *args]
     sys.path[0] = str(Path(script).resolve().parent)  # as `python SCRIPT` would have it
     try:
@@ -90,6 +95,8 @@ def _run_script(script: str, args: list[str], user, recorder) -> dict:
         return {"status": "exit", "exit_code": exit_.code if isinstance(exit_.code, int) else 1}
     except VerifierTimeout as timeout:
         return {"status": "timeout", "location": _forget(timeout, user)}
+    except StepsDone as done:  # --max-steps ended the run where it could not leave the loop
+        return {"status": "ok", "ended": str(done), "location": _forget(done, user)}
     except BaseException as error:  # noqa: BLE001 - whatever the script raises is the finding
         recorder.library_cuda_request_reached_user(error)
         _print_user_traceback(error, script)

@@ -115,7 +115,13 @@ def check_runs(facts: dict) -> CheckResult:
     duration = outcome.get("duration_s")
     status = outcome["status"]
     if status == "ok":
-        return CheckResult("runs", PASS, f"finished in {duration:.1f} s" if duration is not None else "finished")
+        finished = f"finished in {duration:.1f} s" if duration is not None else "finished"
+        steps = facts.get("max_steps") or {}
+        if outcome.get("ended"):
+            return CheckResult("runs", PASS, f"ended by --max-steps {steps.get('limit')}: {outcome['ended']}", where)
+        if steps.get("left_loop_at") is not None:
+            finished += f", leaving the training loop after {steps['left_loop_at']} optimizer steps (--max-steps)"
+        return CheckResult("runs", PASS, finished)
     if status == "timeout":
         return CheckResult("runs", FAIL, f"did not finish within the timeout ({outcome.get('timeout_s', '?')} s)", where)
     if status == "exit":

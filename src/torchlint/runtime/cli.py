@@ -26,6 +26,12 @@ from torchlint.runtime.launcher import SetupError, VerifyRequest, verify
 )
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True, help="Seconds before the run counts as hung.")
 @click.option("--limit-batches", type=click.IntRange(min=1), help="Each DataLoader yields at most N batches per pass.")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    help="After N optimizer steps leave the training loop (its DataLoaders yield nothing more) and run what follows it;"
+    " where no DataLoader drives the loop, end the run there.",
+)
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--reference", metavar="MODULE:FACTORY", help="Train the factory's model and loss with the reference trainer instead of a script.")
 def command(
@@ -34,6 +40,7 @@ def command(
     device: str,
     timeout: float,
     limit_batches: int | None,
+    max_steps: int | None,
     output_format: str,
     reference: str | None,
 ) -> None:
@@ -48,7 +55,7 @@ def command(
         raise click.UsageError("arguments are for a SCRIPT; --reference takes none")
     if script is not None and not script.is_file():
         raise click.UsageError(f"{script}: no such file")
-    request = VerifyRequest(script, script_args, reference, device, timeout, limit_batches)
+    request = VerifyRequest(script, script_args, reference, device, timeout, limit_batches, max_steps)
     try:
         result = verify(request, script_output_to_stderr=output_format == "json")
     except SetupError as error:

@@ -305,9 +305,23 @@ class Recorder:
     """Installs the hooks and holds what they saw."""
 
     def __init__(
-        self, user: UserCode, *, limit_batches: int | None, cuda_hidden: bool, publish: Callable[[dict], None] | None = None
+        self,
+        user: UserCode,
+        *,
+        limit_batches: int | None,
+        cuda_hidden: bool,
+        publish: Callable[[dict], None] | None = None,
+        max_steps: int | None = None,
     ) -> None:
         self.user = user
+        # --max-steps: after that many steps of an optimizer, the DataLoaders that fed its
+        # steps yield nothing more, so the training loop ends and what follows it runs.
+        self.max_steps = max_steps
+        self.left_training_at: int | None = None  # the clock when the training loop was left
+        self.training_loaders: set[int] = set()  # loaders an iterator of which fed a step
+        self.last_loader: int | None = None  # the loader whose iterator gave the last batch
+        self.emptied_passes = 0  # passes over a training loader emptied since
+        self.ended: str | None = None  # why the run was ended where it could not leave the loop
         self.publish = publish
         self.published = time.monotonic()
         self.publish_lock = threading.Lock()
@@ -438,6 +452,10 @@ class Recorder:
 
     def _before_step(self, optimizer: Optimizer, args, kwargs) -> None:
         record = self._optimizer(optimizer)
+        if self.max_steps is not None and record.steps >= self.max_steps:
+            # The loop goes on without a DataLoader to empty (a `while step < n:` loop):
+            # the run ends here, as if the script had.
+            self._end(f"optimizer {record.index} was about to take step {record.steps + 1} of a training loop that no DataLoader drives")
         # The hooks get step()'s arguments with the optimizer first: (optimizer, closure?).
         record.closure_step = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if record.steps == 0:
@@ -473,6 +491,11 @@ class Recorder:
             self._check_stale(optimizer, record)
         record.steps += 1
         self.clock = max(self.clock, record.steps)
+        if self.max_steps is not None:
+            if self.last_loader is not None:
+                self.training_loaders.add(self.last_loader)
+            if record.steps >= self.max_steps and self.left_training_at is None:
+                self.left_training_at = self.clock
         for param, state in self._params(optimizer):
             state.phase = Phase.CLEAR if param.grad is None else Phase.STEPPED
         if self.pending_losses:
@@ -882,10 +905,19 @@ class Recorder:
         def iterate(loader):
             self.loader_passes += 1
             self.loaders_since_plateau.add((_length(loader), _length(loader.dataset)))
+            if self.left_training_at is not None and id(loader) in self.training_loaders:
+                self.emptied_passes += 1
+                if self.emptied_passes > MAX_EMPTIED_PASSES:
+                    self._end(f"the loop around the training loop went on for {MAX_EMPTIED_PASSES} more passes after it was left")
             iterator = original(loader)
-            return iterator if self.limit_batches is None else _Limited(iterator, self.limit_batches)
+            limited = iterator if self.limit_batches is None else _Limited(iterator, self.limit_batches)
+            return limited if self.max_steps is None else _Stepped(limited, loader, self)
 
         return iterate
+
+    def _end(self, reason: str) -> None:
+        self.ended = reason
+        raise StepsDone(reason)
 
     def _wrap_loader_len(self, original):
         def length(loader):
@@ -961,7 +993,46 @@ class Recorder:
             "cuda_requests": self.cuda_requests.to_json(),
             "saves": self.saves,
             "loader_passes": self.loader_passes,
+            "max_steps": None if self.max_steps is None else {
+                "limit": self.max_steps,
+                "left_loop_at": self.left_training_at,
+                "emptied_passes": self.emptied_passes,
+                "ended": self.ended,
+            },
         }
+
+
+MAX_EMPTIED_PASSES = 2  # epochs run with an emptied training loader before the run ends
+
+
+class StepsDone(BaseException):
+    """Raised in the script where ``--max-steps`` ends a run that cannot leave its training
+    loop: the run counts as finished there."""
+
+
+class _Stepped:
+    """A DataLoader iterator under ``--max-steps``: it says which loader gave the last batch
+    (a step after it marks the loader as training data), and stops once the steps are done
+    if its loader fed them."""
+
+    def __init__(self, iterator, loader, recorder: Recorder) -> None:
+        self.iterator = iterator
+        self.loader = id(loader)
+        self.recorder = recorder
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        recorder = self.recorder
+        if recorder.left_training_at is not None and self.loader in recorder.training_loaders:
+            raise StopIteration
+        batch = next(self.iterator)
+        recorder.last_loader = self.loader
+        return batch
+
+    def __len__(self) -> int:
+        return len(self.iterator)
 
 
 class _Limited:

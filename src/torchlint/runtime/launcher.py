@@ -36,6 +36,7 @@ class VerifyRequest:
     device: str = "auto"
     timeout: float = 600.0
     limit_batches: int | None = None
+    max_steps: int | None = None
 
 
 @dataclass
@@ -65,6 +66,7 @@ def verify(request: VerifyRequest, *, script_output_to_stderr: bool = False) -> 
         "reference": request.reference,
         "device": request.device,
         "limit_batches": request.limit_batches,
+        "max_steps": request.max_steps,
     }
     with tempfile.TemporaryDirectory(prefix="torchlint-verify-") as scratch:
         result_path = Path(scratch) / "facts.json"
