@@ -463,7 +463,7 @@ async def test_the_project_index_follows_open_documents_and_relints_their_import
 
 @lsp_test
 async def test_a_change_of_a_caller_relints_the_open_file_it_calls(client: LanguageClient, tmp_path):
-    metrics_text = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n"
+    metrics_text = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n"
     guarded = "import torch\n\nfrom metrics import evaluate\n\nwith torch.no_grad():\n    evaluate(m, data)\n"
     metrics = write(tmp_path, "metrics.py", metrics_text)
     train = write(tmp_path, "train.py", guarded)

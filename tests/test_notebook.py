@@ -419,14 +419,20 @@ def test_a_fix_never_hides_what_a_cell_displays(last):
     "last, fixed",
     [
         ("logits = model(image)", "with torch.no_grad():\n    logits = model(image)"),
-        ("model(image);", "with torch.no_grad():\n    model(image);"),
-        ("model(image)\nprint(1)", "with torch.no_grad():\n    model(image)\nprint(1)"),
+        ("print(model(image));", "with torch.no_grad():\n    print(model(image));"),
+        ("logits = model(image)\nprint(1)", "with torch.no_grad():\n    logits = model(image)\nprint(1)"),
     ],
     ids=["assignment", "semicolon", "not last"],
 )
 def test_a_fix_may_wrap_what_a_cell_does_not_display(last, fixed):
     result = lint(notebook(code(LOAD), code(last)), rules=TL402, fix=True)
     assert sources(result.fixed_source)[1] == fixed
+
+
+@pytest.mark.parametrize("last", ["model(image);", "model(image)\nprint(1)"])
+def test_a_forward_pass_whose_value_no_cell_shows_is_not_known_inference(last):
+    # Its output is thrown away: it ran for its hooks or its side effects, not to be read.
+    assert where(lint(notebook(code(LOAD), code(last)), rules=TL402)) == []
 
 
 def test_a_discarded_move_that_a_cell_displays_is_not_turned_into_an_assignment():

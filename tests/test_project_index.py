@@ -166,7 +166,7 @@ def nested(args):
     assert found == {"dino": "starts NCCL", "deit": "", "guarded": "", "gloo": "", "nested": "calls torch.cuda.set_device"}
 
 
-_EVALUATE = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x) for x in loader]\n"
+_EVALUATE = "import torch\n\n\ndef evaluate(model, loader):\n    return [model(x).argmax(1) for x in loader]\n"
 _CALLER = "import torch\n\nfrom metrics import evaluate\n\n\ndef main(model, loader):\n    model.eval()\n{guard}    evaluate(model, loader)\n"
 
 
@@ -592,3 +592,22 @@ def test_a_cached_result_knows_the_file_name(tmp_path, monkeypatch):
     assert _reported(run(*args, ".").output, tmp_path) == []
     (tmp_path / "gpu_timing.py").rename(tmp_path / "timing.py")
     assert _reported(run(*args, ".").output, tmp_path) == [("timing.py", 3, "TL201")]
+
+
+def test_a_caller_in_another_file_that_backpropagates_the_result_makes_it_unknown(tmp_path):
+    """What an evaluation function returns is followed into other files: a caller that uses
+    it where a backward pass runs may differentiate it (its output is not known inference),
+    one that only reads it leaves it inference."""
+    predict = "import torch\n\n\ndef predict(model, x):\n    model.eval()\n    return model(x)\n"
+    reader = "from metrics import predict\n\nprint(predict(net, x).argmax(1))\n"
+    trainer = "from metrics import predict\n\nloss = predict(net, x).sum()\nloss.backward()\n"
+    _tree(tmp_path, {"metrics.py": predict, "report.py": reader})
+    index = build_index([tmp_path / "metrics.py"], tmp_path)
+    assert index.view(tmp_path / "metrics.py").callers_backprop("predict") is False
+    os.chdir(tmp_path)
+    args = ("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", "metrics.py")
+    assert "metrics.py:6:12: TL402" in run(*args).output
+    (tmp_path / "train.py").write_text(trainer)
+    index = build_index([tmp_path / "metrics.py"], tmp_path)
+    assert index.view(tmp_path / "metrics.py").callers_backprop("predict") is True
+    assert "TL402" not in run(*args).output

@@ -192,3 +192,20 @@ def test_paired_scripts_on_cuda(script, tmp_path):
     bad = run(script, device="cuda")
     # With CUDA visible the hardcoded-CUDA script runs fine: only --device cpu can prove TL201.
     assert statuses(bad)[check] == (NOT_EXERCISED if check == "TL201" else FAIL)
+
+
+@pytest.mark.parametrize("script", [*CORRECT, *BUGGY], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_verifier_and_the_static_rules_agree_on_inference_passes(script):
+    """The verifier as the oracle of TL401/TL402: the inference passes it saw run in training
+    mode or with gradients on (no backward ran through them) are, line for line, the passes
+    the static rules report. A disagreement is a static fact to fix (or, where the run cannot
+    see it, to explain in the script's header)."""
+    seen = {
+        (check.check, location["line"])
+        for check in result_of(script).checks
+        if check.check in ("TL401", "TL402")
+        for location in check.locations
+        if Path(location.get("file", "")).name == script.name
+    }
+    findings = json.loads(lint("--select", "TL401,TL402", "--output-format", "json", str(script)).stdout)
+    assert {(f["code"], f["location"]["row"]) for f in findings} == seen

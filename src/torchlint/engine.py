@@ -881,10 +881,13 @@ def _moved(start: Location, end: Location, rows: list[int]) -> dict[str, Locatio
     """A piece's range in the file (``rows``: the file's row of each of the piece's). An end
     at the start of a row is the end of the row before, wherever the next row kept is, but
     for an empty range there (an insertion before the row: rows left out may come between)."""
-    moved = Location(rows[start.row - 1], start.column)
+    def row(piece_row: int) -> int:  # (the row after the piece's last: an insertion at its end)
+        return rows[piece_row - 1] if piece_row <= len(rows) else rows[-1] + piece_row - len(rows)
+
+    moved = Location(row(start.row), start.column)
     if end.column == 1 and end.row > 1 and end != start:
-        return {"start": moved, "end": Location(rows[end.row - 2] + 1, 1)}
-    return {"start": moved, "end": Location(rows[end.row - 1], end.column)}
+        return {"start": moved, "end": Location(row(end.row - 1) + 1, 1)}
+    return {"start": moved, "end": Location(row(end.row), end.column)}
 
 
 @cyclic_gc_paused  # (the chunks' trees are no garbage while they are read; see lint_module_source)

@@ -43,9 +43,9 @@ import libcst as cst
 
 from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, SourceResult, lint_module_source, parse_error_finding
 from torchlint.positions import Positions
-from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
+from torchlint.rule import CELL_BOUNDARY, Applicability, Edit, Finding, Fix, Location, Rule
 
-BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
+BOUNDARY = CELL_BOUNDARY
 _BOUNDARY_COMMENT = BOUNDARY.removeprefix("pass  ").rstrip("\n")
 _MASK = "pass  # __torchlint_masked_line_{}__\n"
 _MASK_LINE = re.compile(r"[ \t]*pass  # __torchlint_masked_line_\d+__\n")

@@ -31,6 +31,11 @@ DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules.md#{anch
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
+# How a notebook's cells are joined into one module (``notebook.py``): a statement of this text
+# between two cells. Jupyter displays the value of a cell's last statement when that is an
+# expression, which a fact may need to know (a forward pass displayed is read).
+CELL_BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
+
 
 class Applicability(str, enum.Enum):
     SAFE = "safe"

@@ -582,6 +582,14 @@ class SemanticModel:
             return None
         return self.project.callers_hold(function.name.value, fact)
 
+    def project_callers_backprop(self, function: cst.FunctionDef) -> bool | None:
+        """Whether a call of a top-level function of this file in the project's other files
+        may differentiate its result (``ProjectView.callers_backprop``); None when no other
+        file calls it, or there is no project index."""
+        if self.project is None or not isinstance(self.parent(function), cst.Module):
+            return None
+        return self.project.callers_backprop(function.name.value)
+
     def param_given_modules(self, name: cst.Name) -> bool:
         """An unannotated parameter of a top-level function of this file to which every call
         of the function, in this file and in the project's other files (the project index),

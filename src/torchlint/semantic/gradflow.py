@@ -13,9 +13,9 @@ of the source, following the value the pass returns:
 - through containers and objects: ``outs.append(out)`` makes ``outs`` hold it, an attribute
   assigned it (``self.saved = out``) is followed to every read of that attribute in the file;
 - through calls: a same-file function given it as an argument is followed into its parameter;
-- through ``return``: to every call of the function in the file, and in the project's other
-  files where the project index sees them (a call in another file not under ``no_grad`` is
-  unknown).
+- through ``return``: to every call of the function in the file; a call in another file of
+  the project (the project index) whose result is used in a body that runs a backward pass
+  makes it unknown, as does a function with no caller in view.
 
 Values that carry no graph end the path: ``.item()``, ``.tolist()``, ``.detach()``,
 ``.argmax()``, comparisons, ``float(...)``, ``len(...)``, ``print(...)``, f-strings, shapes,
@@ -34,6 +34,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
+
+from torchlint.rule import CELL_BOUNDARY
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -82,6 +84,30 @@ class GradientFlow:
                 self._answers[call], self._escapes[call] = self._follow(call)
         return self._answers[call]
 
+    def _displayed(self, expression: cst.Expr) -> bool:
+        """Whether a notebook cell ends with this expression statement: Jupyter displays its
+        value (a module joined from cells, ``rule.CELL_BOUNDARY`` between them)."""
+        line = self.model.parent(expression)
+        module = self.model.module
+        if not isinstance(line, cst.SimpleStatementLine) or line.body[-1] is not expression or expression.semicolon is not cst.MaybeSentinel.DEFAULT:
+            return False
+        if self.model.parent(line) is not module:
+            return False
+        boundaries = self._boundaries
+        if not boundaries:
+            return False  # a script, not a notebook
+        index = module.body.index(line)
+        return index + 1 == len(module.body) or index + 1 in boundaries
+
+    @cached_property
+    def _boundaries(self) -> set[int]:
+        comment = CELL_BOUNDARY.removeprefix("pass  ").rstrip("\n")
+        return {
+            i for i, statement in enumerate(self.model.module.body)
+            if isinstance(statement, cst.SimpleStatementLine) and statement.trailing_whitespace.comment is not None
+            and statement.trailing_whitespace.comment.value == comment
+        }
+
     def _records_no_graph(self, call: cst.Call) -> bool:
         """Inside ``with torch.no_grad():`` / ``inference_mode()``, or a function decorated
         with one: its output has no graph to reach anything with."""
@@ -104,6 +130,8 @@ class GradientFlow:
 
     def _follow(self, start: cst.Call) -> tuple[str, bool]:
         statement = self.model.parent(start)
+        if isinstance(statement, cst.Expr) and self._displayed(statement):
+            return NEVER, False  # a notebook cell shows it: read, never differentiated
         if isinstance(statement, cst.Expr) or (
             isinstance(statement, cst.Assign) and all(isinstance(t.target, cst.Name) and t.target.value == "_" for t in statement.targets)
         ):
@@ -362,10 +390,13 @@ class GradientFlow:
         ):
             raise _Unknown
         sites = self.call_sites(function)
-        if not sites:
+        if sites is None:
+            raise _Unknown  # passed around by name: its callers are unknown
+        elsewhere = self.model.project_callers_backprop(function)
+        if elsewhere:
+            raise _Unknown  # another file uses what it gives where a backward pass runs
+        if not sites and elsewhere is None:
             raise _Unknown  # no caller seen: whoever calls it may differentiate what it gives
-        if self.model.project_callers_hold(function, "grad") is False:
-            raise _Unknown  # another file calls it with gradients on
         return sites
 
     def call_sites(self, function: cst.FunctionDef) -> list[cst.Call] | None:

@@ -89,6 +89,12 @@ class CallSite:
     # What each argument was built by: the qualified name of the call ("" unknown).
     args: tuple[str, ...]
     keywords: tuple[tuple[str, str], ...]
+    used: bool = True  # what it returns is used (not a statement of its own, thrown away)
+
+
+# The target of a pseudo call that marks a body calling a backward pass (`loss.backward()`,
+# `torch.autograd.grad`): the callers whose body backpropagates may differentiate a result.
+BACKWARD_TARGET = "<backward>"
 
 
 @dataclass(frozen=True)
@@ -286,6 +292,7 @@ class _Summarizer:
                 functions.append(self.remembered("function", node, (), lambda: self._function(node)))
             sites.visit(node)  # (as a visit of the module: its statements in order)
             sites.called.clear()  # (ids of this statement's nodes, which a later chunk's may reuse)
+            sites.discarded.clear()
 
     def _read_once(self, classes: list, functions: list, sites: _Sites) -> None:
         """The summaries with the chunks read once: each chunk is summarised as soon as it is
@@ -472,6 +479,7 @@ class _Sites(ast.NodeVisitor):
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
         self.scopes: list[ast.AST] = []  # enclosing classes and functions
         self.called: set[int] = set()  # the callees of calls: not references
+        self.discarded: set[int] = set()  # calls that are statements: their results thrown away
 
     # ``ast.NodeVisitor``'s walk, with each node type's method looked up once (``visit`` builds
     # and looks up its name at every node) and the fields read without ``iter_fields``'
@@ -601,6 +609,7 @@ class _Sites(ast.NodeVisitor):
         return any(word in text for word in self.grad_text)
 
     def visit_Expr(self, node: ast.Expr) -> None:
+        self.discarded.add(id(node.value))
         self.generic_visit(node)
         call = node.value
         if isinstance(call, ast.Call) and (self.summarizer.qualify(call.func) or "") in self.grad_contexts:
@@ -634,8 +643,14 @@ class _Sites(ast.NodeVisitor):
                     modes_before=tuple(self.body.modes),
                     args=tuple(self._built(a) for a in node.args),
                     keywords=tuple((k.arg, self._built(k.value)) for k in node.keywords if k.arg),
+                    used=id(node) not in self.discarded,
                 )
             )
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward")) or (
+            self.summarizer.qualify(func) or ""
+        ) in ("torch.autograd.grad", "torch.autograd.backward"):
+            self.calls.append(CallSite(BACKWARD_TARGET, self.body.function, False, False, (), (), ()))
         event = self.summarizer._mode_event(node)
         if event is not None:
             if event.startswith("call:"):
@@ -1419,6 +1434,24 @@ class ProjectView:
             return None
         return all(self._holds(p, c, fact, frozenset()) for p, c in calls)
 
+    def callers_backprop(self, name: str) -> bool | None:
+        """Whether a call of this file's top-level function ``name`` in another file may
+        differentiate what it returns: its result is used in a body that calls a backward pass
+        (or a method's, or module-level code's, where any backward pass there counts). None
+        when no other file calls it; True when one passes it around by name."""
+        if self.index.referenced(self.path, name):
+            return True
+        calls = [(p, c) for p, c in self.index.callers(self.path, name) if p != self.path]
+        if not calls:
+            return None
+        for path, call in calls:
+            summary = self.index.summary(path)
+            if call.used and summary is not None and any(
+                c.target == BACKWARD_TARGET and c.function == call.function for c in summary.calls
+            ):
+                return True
+        return False
+
     def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
         if call.owned:
             return True
@@ -1479,7 +1512,10 @@ class ProjectView:
 
 # What the semantic model asks a ProjectView: every fact from outside the file's source that a lint
 # can depend on (the other files, and the file's own name).
-QUESTIONS = ("call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name")
+QUESTIONS = (
+    "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
+    "callers_backprop",
+)
 
 
 class AskedView:
@@ -1522,6 +1558,9 @@ class AskedView:
 
     def argument_kinds(self, name: str, position: int, param: str) -> list | None:
         return self._ask("argument_kinds", name, position, param)
+
+    def callers_backprop(self, name: str) -> bool | None:
+        return self._ask("callers_backprop", name)
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
