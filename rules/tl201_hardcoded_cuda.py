@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
-from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
+from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, LEGACY_CUDA_TENSORS, cuda_index, cuda_string
 from torchlint.semantic.frameworks import TorchRule
 
 # Keyword arguments that place tensors or modules (or map a checkpoint's storages).
@@ -17,7 +17,9 @@ class HardcodedCuda(TorchRule):
     """
     ## What it does
     Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
-    `device="cuda"` (and `map_location="cuda"`), and a device variable set to `"cuda"`.
+    `device="cuda"` (and `map_location="cuda"`), a device variable set to `"cuda"`, and the
+    legacy typed-tensor constructors that allocate on the GPU (`torch.cuda.FloatTensor(n)`,
+    `torch.cuda.ByteTensor(x.size())`).
 
     It stays silent on choices made on purpose: the branches of an `if` or a conditional
     expression that tests availability, a flag or the device
@@ -26,23 +28,42 @@ class HardcodedCuda(TorchRule):
     (`if not torch.cuda.is_available(): sys.exit(...)`), functions, classes and tests meant
     for the GPU (`to_gpu`, `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), a GPU
     index taken from a variable (`.cuda(args.gpu)`, `torch.device("cuda", local_rank)`),
-    device *types* (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`), the
-    `torch.cuda` API, and `device="cuda"` given to a function of the file that only compares
-    its `device` (a device check, `check_device(a, b, device="cuda")`, or a test decorator's
+    device *types* (`torch.autocast("cuda")`, `torch.amp.GradScaler("cuda")`), the rest of the
+    `torch.cuda` API, `.cuda()` or `.to("cuda")` on a `torch.nn` module that holds no tensor
+    to move (`nn.ReLU()`, `nn.LogSoftmax()`, a loss built without a weight such as
+    `nn.CrossEntropyLoss()`; one given `weight=` a tensor is reported), and `device="cuda"`
+    given to a function of the file that only compares its `device` (a device check,
+    `check_device(a, b, device="cuda")`, or a test decorator's
     `functools.partial(skip_device_if, device="cuda")`).
 
-    Code that is CUDA-only by design is not reported either, with no `noqa` needed. The
-    whole file is CUDA-only when it calls `init_process_group("nccl")` (or
-    `backend="nccl"`), calls `torch.cuda.set_device(...)` outside a device check, calls a
-    function of another project file that does one of those on every path (DINO's
-    `utils.init_distributed_mode`, which exits without a GPU), imports a GPU-only library
-    (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT, CUTLASS, Transformer
-    Engine, MS-AMP, `torch.utils.cpp_extension`) outside `try`/`if`, or is named for the GPU
-    (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a file name holding `cuda`, `gpu`, `vram`,
-    `nccl` or `data_parallel`, where the file is linted as one, not on standard input).
-    DeepSpeed, bitsandbytes and xformers do not count: they run on other accelerators or the
-    CPU. A function that runs a `torch.distributed` collective (`all_reduce`, `all_gather`,
-    ...) is CUDA-only by design too: NCCL needs CUDA tensors.
+    Code that is CUDA-only by design is not reported either, with no `noqa` needed. The whole
+    file is CUDA-only when it stops without CUDA on every path (`assert
+    torch.cuda.is_available()` or `if not torch.cuda.is_available(): sys.exit(...)` as a
+    statement of a function's or the module's own body, or of the `__main__` block; one nested
+    in a conditional only covers the rest of its branch, and `if len(gpu_ids) > 1: raise ...`,
+    which stops when there are several GPUs, covers nothing), calls
+    `init_process_group("nccl")` (or `backend="nccl"`), calls `torch.cuda.set_device(...)`
+    outside a device check, calls a function of another project file that does one of those on
+    every path (DINO's `utils.init_distributed_mode`, which exits without a GPU), imports a
+    GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
+    CUTLASS, Transformer Engine, MS-AMP, `torch.utils.cpp_extension`, torch2trt) outside
+    `try`/`if` (inside one, the rest of that branch or `try` body is CUDA-only), loads a model
+    quantized by bitsandbytes (`load_in_4bit=True` or `load_in_8bit=True`, given to
+    `from_pretrained` or `BitsAndBytesConfig`; again only the rest of the branch when under
+    `if`/`try`), or is named for the GPU (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a
+    file name holding `cuda`, `gpu`, `vram`, `nccl` or `data_parallel`, where the file is
+    linted as one, not on standard input). Importing DeepSpeed, bitsandbytes or xformers does
+    not count: they run on other accelerators or the CPU. A function that runs a
+    `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by design
+    too: NCCL needs CUDA tensors.
+
+    Tests are judged like other code: a `test_*` function or a method of a
+    `unittest.TestCase` subclass (any name, `testSyncBatchNorm` included) that places on
+    CUDA is reported unless it is skipped without a GPU or named for it, since a single-GPU
+    test fails on a CPU-only CI runner as a script would. A test that asks for several GPUs
+    (`device_ids=[0, 1]`, a literal of two or more) is CUDA-only by design: what it tests
+    (replication, synchronised batch norm) needs them. Other code with `device_ids=[0, 1]`
+    is still reported: `nn.DataParallel` runs on the CPU when there is no GPU.
 
     ## Why is this bad?
     The script fails on every machine without a GPU (a laptop, a CPU CI runner, a
@@ -72,7 +93,8 @@ class HardcodedCuda(TorchRule):
 
     ## Fix safety
     The fix rewrites `.cuda()` to `.to(device)`, and `"cuda"` in `.to(...)`, `device=` or
-    `map_location=` to `device`. It reuses only a variable known to hold a torch device
+    `map_location=` to `device`, and `torch.cuda.FloatTensor(...)` to
+    `torch.FloatTensor(...).to(device)`. It reuses only a variable known to hold a torch device
     (assigned `torch.device(...)`, a device string, or a choice between them): a local
     variable, a parameter annotated `torch.device` or defaulting to a device, `self.device`
     set so in `__init__` (or given by Lightning), an `args.device` the script sets so, a
@@ -105,16 +127,25 @@ class HardcodedCuda(TorchRule):
 
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
-        """A call of ``.cuda(...)``, or a string starting with ``cuda`` (what ``cuda_string``
-        accepts: every other finding is of one)."""
+        """A call of ``.cuda(...)``, a string starting with ``cuda`` (what ``cuda_string``
+        accepts), or a legacy ``torch.cuda.FloatTensor``-style constructor (``cuda.XTensor``,
+        or one imported from ``torch.cuda``): every finding is of one."""
         return super().candidate(module) and (
             any(isinstance(n.value, str) and n.value.startswith("cuda") for n in module.nodes(ast.Constant))
             or any(isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" for n in module.nodes(ast.Call))
+            or any(
+                n.attr.endswith("Tensor") and isinstance(n.value, ast.Attribute) and n.value.attr == "cuda"
+                for n in module.nodes(ast.Attribute)
+            )
+            or any(n.module == "torch.cuda" for n in module.nodes(ast.ImportFrom))
         )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qname = self.semantic.qualified_name(func)
+        if qname in LEGACY_CUDA_TENSORS:
+            self._check_legacy_tensor(node, qname)
+            return
         if qname is not None and (qname.startswith("torch.cuda.") or qname in DEVICE_TYPE_CALLS):
             return
         if qname in ("torch.device", "torch.set_default_device"):
@@ -128,6 +159,8 @@ class HardcodedCuda(TorchRule):
                 if (to_target or placement_keyword) and cuda_string(arg.value) and not self._guarded(arg.value):
                     if placement_keyword and self._only_compared(node, arg.keyword.value):
                         continue
+                    if to_target and self.semantic.devices.holds_no_tensors(func.value):
+                        continue  # `nn.CrossEntropyLoss().to("cuda")` moves nothing
                     self._report_string(arg.value, node)
 
     def _only_compared(self, call: cst.Call, parameter: str) -> bool:
@@ -196,8 +229,8 @@ class HardcodedCuda(TorchRule):
         index = index_args[0].value if index_args else None
         if index is not None and not isinstance(index, cst.Integer):
             return
-        if self._guarded(node):
-            return
+        if self._guarded(node) or self.semantic.devices.holds_no_tensors(func.value):
+            return  # (`nn.ReLU().cuda()`, `nn.NLLLoss().cuda()` move nothing)
         what = f".cuda({self._code(index) if index is not None else ''})"
         fix = None
         if (index is None or index.value == "0") and not self._custom_cuda_method(func.value):
@@ -212,6 +245,25 @@ class HardcodedCuda(TorchRule):
                 unsafe = index is not None or applicability is Applicability.UNSAFE
                 fix = Fix(f"Use `.to({expression})`", {node: new, **changes}, Applicability.UNSAFE if unsafe else Applicability.SAFE)
         self.report(func.attr, self.message.format(what=what), fix=fix)
+
+    def _check_legacy_tensor(self, node: cst.Call, qname: str) -> None:
+        """``torch.cuda.FloatTensor(n, m)``: a legacy typed-tensor constructor that allocates on
+        the GPU; the fix builds it with the CPU's constructor and moves it."""
+        if self._guarded(node) or isinstance(self.semantic.parent(node), (cst.Comparison, cst.ComparisonTarget)):
+            return
+        func = node.func
+        fix = None
+        torch = self.semantic.torch_alias
+        on_torch_cuda = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and func.value.attr.value == "cuda"
+        if torch is not None and on_torch_cuda and self._code(func.value.value) == torch:
+            device = self._device(node)
+            if device is not None:
+                expression, changes, applicability = device
+                built = node.with_changes(func=func.with_changes(value=func.value.value))
+                new = cst.Call(func=cst.Attribute(built, cst.Name("to")), args=[cst.Arg(cst.parse_expression(expression))])
+                fix = Fix(f"Use `{torch}.{func.attr.value}(...).to({expression})`", {node: new, **changes}, applicability)
+        what = f"{self._code(func)}(...)" if node.args else f"{self._code(func)}()"
+        self.report(node, self.message.format(what=what), fix=fix)
 
     def _report_string(self, string: cst.SimpleString, call: cst.Call) -> None:
         """``"cuda"`` given to ``.to(...)``, ``device=`` or ``map_location=``."""

@@ -7,10 +7,14 @@ CUDA-only by design is a fact of the whole file (``DeviceFacts.cuda_only``): it 
 or a tensor's ``.pin_memory()`` unconditionally (operations that exist only for a GPU, and raise
 without one: GPU benchmarks, kernel tests), calls a function of another project file that
 calls ``set_device`` or starts NCCL on every path (``ProjectView.requires_cuda``), defines
-Triton kernels, raises or exits when CUDA is missing, imports a GPU-only library outside
-``try``/``if``, or is named for the GPU (``gpu_benchmark.py``: the project view's file name).
-A function that runs a ``torch.distributed`` collective is CUDA-only by design too (NCCL
-needs CUDA tensors), whatever the rest of the file does.
+Triton kernels, raises or exits when CUDA is missing on every path (a check that is a
+statement of a function's or the module's own body, or of the ``__main__`` block), imports a
+GPU-only library or loads a bitsandbytes 4-/8-bit model outside ``try``/``if``, or is named
+for the GPU (``gpu_benchmark.py``: the project view's file name). Inside ``try``/``if``, such
+an import or load makes the rest of its block CUDA-only. A function that runs a
+``torch.distributed`` collective is CUDA-only by design too (NCCL needs CUDA tensors),
+whatever the rest of the file does, and so is a test that asks for several GPUs
+(``device_ids=[0, 1]``).
 
 One scan of the nodes the semantic model's collecting pass recorded gathers what the
 questions need: the names that hold a device, ``self.device`` set in ``__init__``,
@@ -49,12 +53,38 @@ _EXPECTS_FAILURE = re.compile(r"\b(assertRaises\w*|raises)\(")
 # Names a script gives its device: `device`, `dev`, `DEVICE`, `train_device`.
 DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
 # Libraries that only run on an NVIDIA GPU: a file that imports one unconditionally is
-# CUDA-only by design. Not here: DeepSpeed (it has CPU, XPU and NPU accelerators),
-# bitsandbytes and xformers (both have CPU code paths), Accelerate and Lightning.
+# CUDA-only by design, and so is the rest of the block (an `if` branch, a `try` body) that
+# imports one. Not here: DeepSpeed (it has CPU, XPU and NPU accelerators), bitsandbytes and
+# xformers (both have CPU code paths; bitsandbytes' 4- and 8-bit model loading is another
+# matter, see `_QUANTIZED_LOADING`), Accelerate and Lightning.
 _GPU_ONLY_MODULES = (
     "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
-    "tensorrt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
+    "tensorrt", "torch2trt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
     "transformer_engine", "msamp",  # NVIDIA's and Microsoft's FP8 training libraries
+)
+# Keywords that load a model quantized by bitsandbytes (`from_pretrained(..., load_in_4bit=True)`,
+# `BitsAndBytesConfig(load_in_8bit=True)`): its 4- and 8-bit layers run on CUDA only.
+_QUANTIZED_LOADING = frozenset({"load_in_4bit", "load_in_8bit"})
+# Loss modules that hold no tensor unless given a weight (`weight=`, `pos_weight=`), and
+# those that never hold one: `.cuda()` on them moves nothing, and cannot fail without a GPU.
+_WEIGHTED_LOSSES = frozenset(
+    f"torch.nn.{name}"
+    for name in ("CrossEntropyLoss", "NLLLoss", "NLLLoss2d", "BCELoss", "BCEWithLogitsLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss")
+)
+_LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
+_UNWEIGHTED_LOSSES = frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "CTCLoss",
+        "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "SoftMarginLoss", "MultiLabelMarginLoss",
+        "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+    )
+)
+# The legacy typed-tensor constructors of `torch.cuda` (`torch.cuda.FloatTensor(2, 3)`): they
+# allocate on the GPU, unlike the rest of the `torch.cuda` API.
+LEGACY_CUDA_TENSORS = frozenset(
+    f"torch.cuda.{kind}Tensor"
+    for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
 )
 # torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
 _COLLECTIVES = frozenset(
@@ -118,8 +148,17 @@ class DeviceFacts:
         # `args` in `args.device = ...`, with the values assigned.
         self.device_holders: dict[str, list[cst.BaseExpression | None]] = defaultdict(list)
         self.self_device_set: dict[cst.ClassDef, cst.CSTNode] = {}  # `self.device = ...` in __init__
-        self.early_exits: dict[cst.FunctionDef | None, list[cst.CSTNode]] = defaultdict(list)
-        self.script_exits: list[cst.CSTNode] = []  # the raising or exiting ones among them
+        # Early exits when CUDA is missing (an `if` that leaves, an `assert`), each with the
+        # block it guards after it: the body of its function, the module, a branch, a loop.
+        self.early_exits: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        # The raising or exiting ones among them that run on every path (a statement of
+        # their function's or the module's own body, or of the `__main__` block).
+        self.script_exits: list[cst.CSTNode] = []
+        # Blocks that are CUDA-only from a node on (a GPU-only library imported, a model loaded
+        # in 4 or 8 bits, in an `if` branch or a `try` body): (the block, the node).
+        self.gpu_only_blocks: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        # Functions that ask for several GPUs (`device_ids=[0, 1]`).
+        self.multi_gpu_functions: set[cst.FunctionDef | None] = set()
         # The values assigned to each target (`device`, `self.device`) in each function (None:
         # the module), to tell a single hardcoded choice from a default that is overridden
         # (counted, and so rendered, only when asked).
@@ -156,7 +195,16 @@ class DeviceFacts:
             return True
         if any(f in self.collective_functions for f in self._functions_around(node)):
             return True
-        return self.chosen_here(node) or self._after_early_exit(node)
+        return self.chosen_here(node) or self._after_early_exit(node) or self._in_gpu_only_block(node)
+
+    def _in_gpu_only_block(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` comes after a GPU-only import or a 4-/8-bit model load in a block
+        that holds both (``if args.trt: from torch2trt import TRTModule; x.cuda()``)."""
+        if not self.gpu_only_blocks:
+            return False
+        position = self.model.start_key(node)
+        ancestors = set(self.model.ancestors(node))
+        return any(block in ancestors and self.model.start_key(start) < position for block, start in self.gpu_only_blocks)
 
     def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
         return [a for a in self.model.ancestors(node) if isinstance(a, cst.FunctionDef)]
@@ -182,12 +230,27 @@ class DeviceFacts:
         if isinstance(ancestor, cst.BooleanOperation):  # use_cuda and model.cuda()
             return child is ancestor.right and self.is_choice(ancestor.left)
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            return bool(_GPU_NAME.search(ancestor.name.value)) or any(self._skips_without_gpu(d) for d in ancestor.decorators)
+            return (
+                bool(_GPU_NAME.search(ancestor.name.value))
+                or any(self._skips_without_gpu(d) for d in ancestor.decorators)
+                or (ancestor in self.multi_gpu_functions and self._is_test(ancestor))
+            )
         if isinstance(ancestor, cst.Try):  # try: x = x.cuda() / except RuntimeError: fall back
             return child is ancestor.body and any(_catches_failure(h) for h in ancestor.handlers)
         if isinstance(ancestor, cst.With):  # with pytest.raises(RuntimeError): x.cuda()
             return child is ancestor.body and any(_EXPECTS_FAILURE.search(self.code(i.item)) for i in ancestor.items)
         return False
+
+    def _is_test(self, function: cst.FunctionDef) -> bool:
+        """A method of a ``unittest.TestCase`` subclass (any name: ``testSyncBatchNorm``), a
+        ``test*`` method of a ``Test*`` class, or a ``test*`` function."""
+        parent = self.model.parent(self.model.parent(function))
+        if isinstance(parent, cst.ClassDef):
+            info = self.model.classes.get(parent)
+            if info is not None and any(b.endswith("TestCase") for b in info.base_names):
+                return True
+            return parent.name.value.startswith("Test") and function.name.value.startswith("test")
+        return function.name.value.startswith("test")
 
     def _skips_without_gpu(self, decorator: cst.Decorator) -> bool:
         # @pytest.mark.skipif(not torch.cuda.is_available(), ...), @requires_cuda; not
@@ -204,22 +267,54 @@ class DeviceFacts:
         return any(_CHOICE.search(self.code(v)) for name in _names(test) for v in self.model.values(name))
 
     def _after_early_exit(self, node: cst.CSTNode) -> bool:
-        # `if not torch.cuda.is_available(): return` earlier in the same function or an
-        # enclosing one. A script that raises or exits there (`sys.exit("needs a GPU")`,
-        # `assert torch.cuda.is_available()`) has no code running without a GPU after it:
-        # one anywhere guards every function (they run later), one at module level guards
-        # the module-level code below it.
+        # `if not torch.cuda.is_available(): return` earlier in the block that holds it (the
+        # body of the same function or an enclosing one, the module, a branch or a loop). A
+        # script that raises or exits there on every path (`sys.exit("needs a GPU")`,
+        # `assert torch.cuda.is_available()` as a statement of a function's or the module's
+        # own body) has no code running without a GPU after it, and guards every function
+        # (they run later); one nested in a conditional only guards the rest of its branch.
+        if not self.early_exits:
+            return False
+        if self.script_exits and self.model.enclosing_function(node) is not None:
+            return True
         position = self.model.start_key(node)
-        function = self.model.enclosing_function(node)
-        if function is not None and self.script_exits:
-            return True
-        if any(self.model.start_key(e) < position for e in self.early_exits.get(None, ())):
-            return True
-        while function is not None:
-            if any(self.model.start_key(e) < position for e in self.early_exits.get(function, ())):
+        ancestors = set(self.model.ancestors(node))
+        return any(block in ancestors and self.model.start_key(e) < position for e, block in self.early_exits)
+
+    # --- what a placement moves -------------------------------------------------------------
+
+    def holds_no_tensors(self, expr: cst.BaseExpression, seen: frozenset = frozenset()) -> bool:
+        """Whether ``expr`` is a ``torch.nn`` module with no parameters or buffers wherever it
+        is bound: an activation, pooling or other parameter-free layer (``nn.ReLU()``), or a
+        loss built without a weight tensor (``nn.CrossEntropyLoss()``, not
+        ``nn.CrossEntropyLoss(weight=w)``), or such a module moved (``.cuda()``, ``.to()``)."""
+        from torchlint.semantic.evaluation import _PARAMETER_FREE
+
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to", "cpu"):
+                return self.holds_no_tensors(func.value, seen)
+            qname = self.model.qualified_name(func)
+            if qname in _PARAMETER_FREE or qname in _UNWEIGHTED_LOSSES:
                 return True
-            function = self.model.enclosing_function(function)
+            if qname in _WEIGHTED_LOSSES:
+                # A positional argument may be the weight (`nn.CrossEntropyLoss(w)`).
+                return all(
+                    a.keyword is not None and (a.keyword.value not in _LOSS_WEIGHTS or _none(a.value)) for a in expr.args
+                )
+            return False
+        if isinstance(expr, (cst.Name, cst.Attribute)) and self.code(expr) not in seen:
+            name = self.code(expr)
+            # `criterion = criterion.cuda()` moves what its other values hold.
+            values = [v for v in self.model.values(expr) if self._moved(v) != name]
+            return bool(values) and all(self.holds_no_tensors(v, seen | {name}) for v in values)
         return False
+
+    def _moved(self, value: cst.BaseExpression) -> str | None:
+        """``x`` of ``x.cuda()``, ``x.to(...)`` or ``x.cpu()``."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to", "cpu"):
+            return self.code(value.func.value)
+        return None
 
     # --- devices in scope -----------------------------------------------------------------
 
@@ -408,6 +503,7 @@ class _Collector:
         self.functions: list[cst.FunctionDef | None] = [None]
         self.classes: list[cst.ClassDef] = []
         self.optional_depth = 0  # how many `try` and `if` statements enclose the node
+        self.main_blocks: set[cst.CSTNode] = set()  # the body of `if __name__ == "__main__":`
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
@@ -428,18 +524,26 @@ class _Collector:
         self.classes.pop()
 
     def visit_Import(self, node: cst.Import) -> None:
-        self._imports([self.facts.code(a.name) for a in node.names])
+        self._imports(node, [self.facts.code(a.name) for a in node.names])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is not None and not node.relative:
             base = self.facts.code(node.module)
             names = [] if isinstance(node.names, cst.ImportStar) else [self.facts.code(a.name) for a in node.names]
-            self._imports([base] + [f"{base}.{n}" for n in names])
+            self._imports(node, [base] + [f"{base}.{n}" for n in names])
 
-    def _imports(self, modules: list[str]) -> None:
-        # An import under `try` or `if` is optional: the file runs without the library.
-        if self.optional_depth == 0 and any(_gpu_only_module(m) for m in modules):
-            self.facts.cuda_only = "it imports a GPU-only library"
+    def _imports(self, node: cst.Import | cst.ImportFrom, modules: list[str]) -> None:
+        # An import under `try` or `if` is optional: the file runs without the library, but
+        # the rest of its block does not.
+        if any(_gpu_only_module(m) for m in modules):
+            self._gpu_only(node, "it imports a GPU-only library")
+
+    def _gpu_only(self, node: cst.CSTNode, reason: str) -> None:
+        if self.optional_depth == 0:
+            self.facts.cuda_only = reason
+        else:
+            statement = _statement_of(self.facts.model, node)
+            self.facts.gpu_only_blocks.append((self.facts.model.parent(statement), node))
 
     def visit_Try(self, node: cst.Try) -> None:
         # `except ImportError: raise` makes nothing optional.
@@ -486,6 +590,13 @@ class _Collector:
         facts = self.facts
         if isinstance(node.func, cst.Name) and node.func.value == "exec":
             facts.executing.add(self.functions[-1])
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value in _QUANTIZED_LOADING and _true(arg.value):
+                self._gpu_only(node, "it loads a model quantized to 4 or 8 bits by bitsandbytes")
+            elif arg.keyword.value == "device_ids" and _several(arg.value):
+                facts.multi_gpu_functions.add(self.functions[-1])
         qname = facts.model.qualified_name(node.func) or ""
         callee = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value if isinstance(node.func, cst.Name) else ""
         if qname == "torch.save" and len(node.args) >= 2:
@@ -512,31 +623,56 @@ class _Collector:
 
     def visit_If(self, node: cst.If) -> None:
         self.optional_depth += 1
-        blocks = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
-        exits = [_exit_of(block) for block in blocks]
+        if _is_main_block(node):
+            self.main_blocks.add(node.body)
+        exits = [_exit_of(node.body), _exit_of(node.orelse.body) if isinstance(node.orelse, cst.Else) else None]
+        if exits[0] and _requires_several_gpus(node.test):
+            exits[0] = None  # `if len(gpu_ids) > 1: raise NotImplementedError`: it stops with GPUs
         if any(exits) and self._tests_availability(node.test):
-            self.facts.early_exits[self.functions[-1]].append(node)
-            if "script" in exits:
-                self.facts.script_exits.append(node)
+            self._early_exit(node, "script" in exits)
 
     def leave_If(self, original_node: cst.If) -> None:
         self.optional_depth -= 1
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if self._tests_availability(node.test):
-            self.facts.early_exits[self.functions[-1]].append(node)
+            self._early_exit(node, True)
+
+    def _early_exit(self, node: cst.CSTNode, ends_script: bool) -> None:
+        """An exit when CUDA is missing, guarding what follows it in its block; one that ends
+        the script on every path (a statement of its function's or the module's own body, or
+        of the `__main__` block) guards every function."""
+        model = self.facts.model
+        block = model.parent(_statement_of(model, node))
+        self.facts.early_exits.append((node, block))
+        if ends_script and (
+            isinstance(block, cst.Module) or isinstance(model.parent(block), cst.FunctionDef) or block in self.main_blocks
+        ):
             self.facts.script_exits.append(node)
 
     def _tests_availability(self, test: cst.BaseExpression) -> bool:
         """Whether ``test`` asks if a GPU is there (``torch.cuda.is_available()``,
         ``use_cuda``, ``n_gpu > 0``), directly or through a name bound to such a test; not
-        a check of the user's device string (``args.device in ("cuda", "cpu")``)."""
+        a check of the user's device string (``args.device in ("cuda", "cpu")``), nor one of
+        a value placed with ``.cuda()`` (``assert net(x).shape == ...`` after
+        ``net = Net().cuda()``): a placement asks nothing."""
         names = _names(test)
-        if any(_AVAILABILITY.search(n.value) for n in names):
+        if any(self._asks_for_gpu(n) for n in names):
             return True
-        return any(
-            _AVAILABILITY.search(n.value) for name in names for v in self.facts.model.values(name) for n in _names(v)
+        return any(self._asks_for_gpu(n) for name in names for v in self.facts.model.values(name) for n in _names(v))
+
+    def _asks_for_gpu(self, name: cst.Name) -> bool:
+        if not _AVAILABILITY.search(name.value):
+            return False
+        model = self.facts.model
+        attribute = model.parent(name)
+        placed = (
+            isinstance(attribute, cst.Attribute)
+            and attribute.attr is name
+            and isinstance(call := model.parent(attribute), cst.Call)
+            and call.func is attribute
         )
+        return not (placed and name.value == "cuda")
 
 
 def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
@@ -546,6 +682,59 @@ def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | 
             return arg.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     return positional[index].value if len(positional) > index else None
+
+
+def _statement_of(model: SemanticModel, node: cst.CSTNode) -> cst.CSTNode:
+    """The statement that holds ``node`` (a compound one, or a line of simple ones): the child
+    of a block or of the module."""
+    parent = model.parent(node)
+    while parent is not None and not isinstance(parent, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)):
+        node, parent = parent, model.parent(parent)
+    return node
+
+
+def _is_main_block(node: cst.If) -> bool:
+    """``if __name__ == "__main__":``."""
+    test = node.test
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        # (not `evaluated_value`: its `ast.literal_eval` leaves cyclic garbage)
+        and test.comparisons[0].comparator.value in ('"__main__"', "'__main__'")
+    )
+
+
+def _requires_several_gpus(test: cst.BaseExpression) -> bool:
+    """Whether ``test`` holds only with more than one GPU: ``len(gpu_ids) > 1``,
+    ``torch.cuda.device_count() >= 2``, alone or as a term of ``and``."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (_requires_several_gpus(test.left) or _requires_several_gpus(test.right))
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    operator, bound = test.comparisons[0].operator, test.comparisons[0].comparator
+    if not isinstance(bound, cst.Integer) or not bound.value.isdigit():
+        return False
+    count = int(bound.value)
+    return (isinstance(operator, cst.GreaterThan) and count >= 1) or (isinstance(operator, cst.GreaterThanEqual) and count >= 2)
+
+
+def _none(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value == "None"
+
+
+def _true(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
+def _several(value: cst.BaseExpression) -> bool:
+    """A literal list or tuple of two or more items (``device_ids=[0, 1]``)."""
+    return isinstance(value, (cst.List, cst.Tuple)) and len(value.elements) >= 2 and not any(
+        isinstance(e, cst.StarredElement) for e in value.elements
+    )
 
 
 def _gpu_only_module(module: str) -> bool:
