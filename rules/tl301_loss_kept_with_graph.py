@@ -35,10 +35,12 @@ class LossKeptWithGraph(TorchRule):
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
     `torch.stack(losses).sum().backward()`); losses computed or stored under
     `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which
-    in the file is), which have no graph; a helper outside any training loop that sums loss
-    terms into the loss it returns; the few mock training steps of a pytest or unittest test
-    (a `test_*` function); and frameworks that own the loop (a Lightning `training_step` has
-    no loop of its own).
+    in the file is), which have no graph; a function outside any training loop that sums or
+    collects loss terms into what it returns or yields, directly or through names computed
+    from them (a module's `forward()` over its heads, a `compute_loss` helper): that is the
+    loss being built for a backward pass, kept for one call; the few mock training steps of
+    a pytest or unittest test (a `test_*` function); and frameworks that own the loop (a
+    Lightning `training_step` has no loop of its own).
 
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
@@ -93,6 +95,7 @@ class LossKeptWithGraph(TorchRule):
         self._backward_by_function: dict[cst.FunctionDef, list] | None = None
         self._backward_by_name: dict[tuple[str, cst.FunctionDef | None], list] | None = None
         self._scope_codes: dict[cst.CSTNode, str] = {}
+        self._flow_cache: dict[tuple[cst.FunctionDef, str], bool] = {}
     output_message = "model output `{output}` is kept across training iterations with its autograd graph; store `{output}.detach()`"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -142,8 +145,8 @@ class LossKeptWithGraph(TorchRule):
         scope = self.semantic.enclosing_function(store) or self.context.module
         if self._backpropagated(holder, scope):
             return  # summing losses before backward()
-        if training.iteration_of(store) is None and self._returned(holder, scope):
-            return  # a helper summing loss terms into the loss it returns
+        if training.iteration_of(store) is None and (self._returned(holder, scope) or self._flows_to_return(holder, scope)):
+            return  # a helper or a forward() building the loss it returns from terms
         if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value):
             method, applicability = "detach", Applicability.SAFE
         else:
@@ -226,6 +229,32 @@ class LossKeptWithGraph(TorchRule):
         name = re.escape(code(holder))
         text = self._scope_code(self._holder_scope(holder, scope))
         return bool(re.search(rf"\b(return|yield)\b[^\n]*(?<![\w.]){name}\b", text))
+
+    def _flows_to_return(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        """Whether a local holder's value, with its graph, reaches what its function returns
+        or yields through the names computed from it there: ``losses.append(l)`` then
+        ``out = (sum(losses),) + out`` and ``return out``; ``total += l`` then ``loss = loss +
+        total``. Such a function (a module's ``forward()``, a ``compute_loss`` helper) builds
+        the loss a backward pass runs on; a ``.item()`` or ``.detach()`` on the way keeps none
+        of the graph and does not count."""
+        base = _base_name(holder)
+        if base is None or not isinstance(scope, cst.FunctionDef):
+            return False
+        key = (scope, base)
+        if key not in self._flow_cache:
+            self._flow_cache[key] = self._returns_derived(scope, base)
+        return self._flow_cache[key]
+
+    def _returns_derived(self, function: cst.FunctionDef, name: str) -> bool:
+        finder = _Derivations(self.semantic.training)
+        function.body.visit(finder)
+        derived = {name}
+        for _ in range(len(finder.flows) + 1):  # to a fixed point
+            grown = {target for target, value in finder.flows if target not in derived and _carries(value, derived, finder.training)}
+            if not grown:
+                break
+            derived |= grown
+        return any(_carries(value, derived, finder.training) for value in finder.returned)
 
     def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         """Whether the holder leaves the code torchlint sees whole: returned, yielded, or
@@ -362,6 +391,77 @@ class _Rebinding(cst.CSTVisitor):
                 isinstance(e.value, cst.Name) and e.value.value == self.name for e in target.target.elements
             ):
                 self.found = True
+
+
+class _Derivations(cst.CSTVisitor):
+    """In one function (not the functions nested in it): each name a value flows into, with
+    the value (``out = expr``, ``total += expr``, ``parts.append(expr)``, ``d[k] = expr``),
+    and what the function returns or yields."""
+
+    def __init__(self, training) -> None:
+        super().__init__()
+        self.training = training
+        self.flows: list[tuple[str, cst.BaseExpression]] = []
+        self.returned: list[cst.BaseExpression] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def _flow(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._flow(element.value, value)
+            return
+        base = _base_name(target)
+        if base is not None:
+            self.flows.append((base, value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._flow(target.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._flow(node.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._flow(node.target, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in CONTAINER_METHODS + ("update",) and node.args:
+            for arg in node.args:
+                self._flow(func.value, arg.value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.returned.append(node.value)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if isinstance(node.value, cst.BaseExpression):
+            self.returned.append(node.value)
+
+
+def _carries(node: cst.CSTNode, names: set[str], training) -> bool:
+    """Whether ``node`` holds the value of one of ``names`` with its graph: it reads the name
+    other than under ``.item()``, ``.detach()``, ``float()`` and the like."""
+    if isinstance(node, cst.Name):
+        return node.value in names
+    if isinstance(node, (cst.Call, cst.Attribute)) and training.detached(node):
+        return False
+    if isinstance(node, cst.Attribute):
+        return _carries(node.value, names, training)  # not the attribute's own name
+    if isinstance(node, cst.Arg):
+        return _carries(node.value, names, training)  # not a keyword's name
+    if isinstance(node, (cst.Lambda, cst.BaseString)):
+        return False
+    return any(_carries(child, names, training) for child in node.children)
 
 
 def _stored_names(value: cst.BaseExpression):

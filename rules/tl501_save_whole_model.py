@@ -4,7 +4,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
-from torchlint.semantic import Kind
+from torchlint.semantic import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS, Kind, call_argument
 from torchlint.semantic.frameworks import TorchRule
 
 
@@ -16,7 +16,12 @@ class SaveWholeModel(TorchRule):
     (`self.model = Net()`), annotated as one, whose `.parameters()` feed an optimizer, or a
     `self.` attribute its class uses as only a module is used (`self.model.parameters()`, or
     `self.model.eval()` together with `self.model(x)`, `.to()` or `.state_dict()`). Also finds
-    such a module held in a dict that is saved (`torch.save({"model": model, "epoch": e}, path)`).
+    such a module held in a dict, list or tuple that is saved, inline or built in a variable
+    first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`), and
+    modules by structure: a copy or cast of a module (`deepcopy(model).half()`, `m.float()`,
+    `m.module`, `a if c else b` of two modules), and a `self.` attribute set from an
+    `__init__` parameter to which every construction of the class in the file passes a
+    module (`self.model = model` with `Trainer(Net())`; the class used only so).
     A save into an in-memory buffer (`io.BytesIO`) is not reported: saving and loading a
     module through one is a deep-copy idiom, and no file outlives the program. Nor is a
     round trip: a function that saves the module and loads the same path back whole with
@@ -57,7 +62,12 @@ class SaveWholeModel(TorchRule):
     load reads which file is not known. A dict bound to a name that is used again besides the
     save gets no fix either. The fix of a helper's parameter is unsafe: that its callers pass
     modules is known only of the callers torchlint sees (code outside the project, or beyond
-    what the index reads, may call the helper with something else).
+    what the index reads, may call the helper with something else). The fixes of the shapes
+    known by structure (a copy or cast of a module, an attribute given a module, a module in
+    a list or tuple) are unsafe too: the code that reads the saved file or entry is mostly in
+    other files, not all known, and may use it as a module (`ckpt["model"].float()`, a
+    copy saved in half precision and loaded to run); where the same file reads what it loads
+    as a module, there is no fix.
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -69,6 +79,7 @@ class SaveWholeModel(TorchRule):
     required_words = (("save",),)
     message = "`torch.save` of a whole `nn.Module`; save its `state_dict()` instead"
     dict_message = "`torch.save` of a dict holding a whole `nn.Module`; save its `state_dict()` instead"
+    sequence_message = "`torch.save` of a list or tuple holding a whole `nn.Module`; save its `state_dict()` instead"
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.save"):
@@ -79,15 +90,17 @@ class SaveWholeModel(TorchRule):
         if self._is_module(obj):
             self._report(obj, self.message, fixable=True)
             return
-        if self._given_modules(obj):
+        if self._given_modules(obj) or self._derived_module(obj):
             self._report(obj, self.message, fixable=True, safe=False)
             return
-        saved_dict, fixable = self._saved_dict(obj)
-        for value in _dict_values(saved_dict):
+        saved, fixable = self._saved_container(obj)
+        for value, in_sequence in _held_values(saved):
+            message = self.sequence_message if in_sequence else self.dict_message
             if self._is_module(value):
-                self._report(value, self.dict_message, fixable)
-            elif self._given_modules(value):
-                self._report(value, self.dict_message, fixable, safe=False)
+                # A list or tuple is a shape whose readers torchlint does not follow: unsafe.
+                self._report(value, message, fixable, safe=not in_sequence)
+            elif self._given_modules(value) or self._derived_module(value):
+                self._report(value, message, fixable, safe=False)
 
     def _is_module(self, expr: cst.BaseExpression) -> bool:
         if self.semantic.kind(expr) is Kind.MODULE:
@@ -99,14 +112,90 @@ class SaveWholeModel(TorchRule):
         file or in other files of the project (``save_checkpoint(model, path)``)."""
         return isinstance(expr, cst.Name) and self.semantic.param_given_modules(expr)
 
-    def _saved_dict(self, obj: cst.BaseExpression) -> tuple[cst.Dict | None, bool]:
-        """The dict literal saved, and whether a fix may edit it: an inline dict, or one bound
-        to a name read nowhere but in this save."""
-        if isinstance(obj, cst.Dict):
+    def _derived_module(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """A module the semantic layer does not name as one but that is one by structure (a
+        fact this rule keeps for itself): ``copy.deepcopy(m)``, ``m.half()``, ``m.float()``,
+        ``m.to(...)``, ``m.module`` of a module, chains of those (``deepcopy(model).half()``),
+        ``a if c else b`` of two, a name every binding of which is one, and a ``self.``
+        attribute every value of which is one or is an ``__init__`` parameter to which every
+        construction of the class in this file passes one."""
+        if depth > 6:
+            return False
+        if self._is_module(expr) or self._given_modules(expr):
+            return depth > 0
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if self.semantic.qualified_name(func) in ("copy.deepcopy", "copy.copy") and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+                return self._derived_module(expr.args[0].value, depth + 1) or self._is_module(expr.args[0].value)
+            if isinstance(func, cst.Attribute) and func.attr.value in MODULE_RETURNS_SELF:
+                return self._derived_module(func.value, depth + 1) or self._is_module(func.value)
+            return False
+        if isinstance(expr, cst.IfExp):  # net.module if wrapped else net
+            return all(self._is_module(e) or self._derived_module(e, depth + 1) for e in (expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in MODULE_WRAPPED_ATTRS and (self._derived_module(expr.value, depth + 1) or self._is_module(expr.value)):
+                return True
+            return self._attribute_holds_module(expr, depth)
+        if isinstance(expr, cst.Name):
+            assignments = self.semantic.assignments(expr)
+            values = self.semantic.values(expr)
+            return bool(values) and all(a.node in self.semantic.bound_values for a in assignments) and all(
+                self._is_module(v) or self._derived_module(v, depth + 1) for v in values
+            )
+        return False
+
+    def _attribute_holds_module(self, expr: cst.Attribute, depth: int) -> bool:
+        """``self.<attr>`` every value of which (in its class) is a module, or an unannotated
+        parameter of the class's ``__init__`` to which every construction of the class in this
+        file passes a module (``Trainer(Net())``); the class used nowhere but in those calls."""
+        info = self.semantic.enclosing_class(expr)
+        if info is None or not isinstance(expr.value, cst.Name):
+            return False
+        method = self.semantic.enclosing_function(expr)
+        if method is None or not method.params.params or method.params.params[0].name.value != expr.value.value:
+            return False
+        values = info.attribute_values.get(expr.attr.value, ())
+        return bool(values) and all(
+            self._is_module(v) or self._derived_module(v, depth + 1) or self._constructed_with_modules(info.node, v)
+            for v in values
+        )
+
+    def _constructed_with_modules(self, cls: cst.ClassDef, value: cst.BaseExpression) -> bool:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_RETURNS_SELF:
+            value = value.func.value  # self.model = model.to(device)
+        if not isinstance(value, cst.Name):
+            return False
+        assignments = self.semantic.assignments(value)
+        if len(assignments) != 1 or not isinstance(assignments[0].node, cst.Param) or assignments[0].node in self.semantic.annotations:
+            return False
+        param = assignments[0].node
+        init = self.semantic.enclosing_function(param)
+        if init is None or init.name.value != "__init__" or self.semantic.enclosing_class(init) is not self.semantic.classes.get(cls):
+            return False
+        params = list(init.params.params)
+        if param not in params or params.index(param) == 0:
+            return False
+        position = params.index(param) - 1  # after self
+        calls = 0
+        for binding in self.semantic.assignments_of_function(cls):
+            for access in binding.references:
+                call = self.semantic.parent(access.node)
+                if not (isinstance(call, cst.Call) and call.func is access.node):
+                    return False  # subclassed or passed around: its constructions are unknown
+                argument = call_argument(call, position, param.name.value)
+                if argument is None or not (self._is_module(argument) or self._derived_module(argument, 1)):
+                    return False
+                calls += 1
+        return calls > 0
+
+    def _saved_container(self, obj: cst.BaseExpression) -> tuple[cst.BaseExpression | None, bool]:
+        """The dict, list or tuple literal saved, and whether a fix may edit it: an inline
+        one, or one bound to a name read nowhere but in this save."""
+        if isinstance(obj, _CONTAINERS):
             return obj, True
         if isinstance(obj, cst.Name):
             values = self.semantic.values(obj)
-            if len(values) == 1 and isinstance(values[0], cst.Dict):
+            if len(values) == 1 and isinstance(values[0], _CONTAINERS):
                 assignments = self.semantic.assignments(obj)
                 return values[0], len(assignments) == 1 and len(assignments[0].references) == 1
         return None, False
@@ -194,13 +283,22 @@ def _weights_only_false(load: cst.Call) -> bool:
     return isinstance(value, cst.Name) and value.value == "False"
 
 
-def _dict_values(saved: cst.Dict | None) -> Iterator[cst.BaseExpression]:
-    """The values of a saved dict literal, nested dicts included."""
-    if saved is None:
+_CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+
+
+def _held_values(saved: cst.BaseExpression | None, in_sequence: bool = False) -> Iterator[tuple[cst.BaseExpression, bool]]:
+    """The values a saved dict, list or tuple literal holds, nested ones included, each with
+    whether a list or tuple holds it (at any depth)."""
+    if isinstance(saved, cst.Dict):
+        values = [e.value for e in saved.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(saved, (cst.List, cst.Tuple)):
+        values = [e.value for e in saved.elements if isinstance(e, cst.Element)]
+        in_sequence = True
+    else:
         return
-    for element in saved.elements:
-        if isinstance(element, cst.DictElement):
-            if isinstance(element.value, cst.Dict):
-                yield from _dict_values(element.value)
-            else:
-                yield element.value
+    for value in values:
+        if isinstance(value, _CONTAINERS):
+            yield from _held_values(value, in_sequence)
+        else:
+            yield value, in_sequence
+
