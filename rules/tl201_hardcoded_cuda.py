@@ -9,17 +9,18 @@ from torchlint.semantic import Kind
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, LEGACY_CUDA_TENSORS, cuda_index, cuda_string
 from torchlint.semantic.frameworks import TorchRule
 
-# Keyword arguments that place tensors or modules (or map a checkpoint's storages).
-PLACEMENT_KEYWORDS = ("device", "map_location")
+# Keyword arguments that place tensors or modules (or map a checkpoint's storages, or a
+# Hugging Face model's layers: `device_map="cuda"`).
+PLACEMENT_KEYWORDS = ("device", "map_location", "device_map")
 
 
 class HardcodedCuda(TorchRule):
     """
     ## What it does
     Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
-    `device="cuda"` (and `map_location="cuda"`), a device variable set to `"cuda"`, and the
-    legacy typed-tensor constructors that allocate on the GPU (`torch.cuda.FloatTensor(n)`,
-    `torch.cuda.ByteTensor(x.size())`).
+    `device="cuda"` (and `map_location="cuda"`, a Hugging Face `device_map="cuda"`), a device
+    variable set to `"cuda"`, and the legacy typed-tensor constructors that allocate on the
+    GPU (`torch.cuda.FloatTensor(n)`, `torch.cuda.ByteTensor(x.size())`).
 
     It stays silent on choices made on purpose: the branches of an `if` or a conditional
     expression that tests availability, a flag or the device

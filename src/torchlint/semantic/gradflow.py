@@ -314,18 +314,18 @@ class GradientFlow:
         # A later `total += ...` of the name: the running total holds the value.
         for binding in bindings:
             parent = model.parent(binding)
-            if isinstance(parent, cst.AugAssign) and binding is not target and binding in self._aug_reached(target, binding, killers, loops):
+            if isinstance(parent, cst.AugAssign) and binding is not target and self._total_reached(target, binding, killers, loops):
                 found.append(binding)
         return found
 
-    def _aug_reached(self, target, binding, killers, loops) -> list[cst.CSTNode]:
+    def _total_reached(self, target: cst.Name, total: cst.Name, killers: list, loops: list) -> bool:
+        """Whether the binding at ``target`` reaches the ``+=`` of ``total``: later, with no
+        rebinding on every path between, or earlier in a loop around both."""
         model = self.model
-        start, position = model.start_key(target), model.start_key(binding)
+        start, position = model.start_key(target), model.start_key(total)
         if position > start:
-            reached = not any(start < model.start_key(k) < position and self._runs_before(k, binding) for k in killers)
-        else:
-            reached = any(model.inside(binding, l) for l in loops)
-        return [binding] if reached else []
+            return not any(start < model.start_key(k) < position and self._runs_before(k, total) for k in killers)
+        return any(model.inside(total, loop) for loop in loops)
 
     def _runs_before(self, killer: cst.CSTNode, read: cst.CSTNode) -> bool:
         """Whether the rebinding at ``killer`` runs on every path that reaches ``read`` after
