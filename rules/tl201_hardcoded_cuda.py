@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
-from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, LEGACY_CUDA_TENSORS, cuda_index, cuda_string
+from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
 from torchlint.semantic.frameworks import TorchRule
 
 # Keyword arguments that place tensors or modules (or map a checkpoint's storages, or a
@@ -19,8 +19,10 @@ class HardcodedCuda(TorchRule):
     ## What it does
     Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
     `device="cuda"` (and `map_location="cuda"`, a Hugging Face `device_map="cuda"`), a device
-    variable set to `"cuda"`, and the legacy typed-tensor constructors that allocate on the
-    GPU (`torch.cuda.FloatTensor(n)`, `torch.cuda.ByteTensor(x.size())`).
+    variable set to `"cuda"`. The legacy typed-tensor constructors (`torch.cuda.FloatTensor(n)`)
+    are left alone with the rest of the `torch.cuda` API: on real code they are mostly the
+    output buffers of CUDA extension ops and of multi-GPU frameworks, CUDA-only by design in
+    ways the code does not show.
 
     It stays silent on choices made on purpose: the branches of an `if` or a conditional
     expression that tests availability, a flag or the device
@@ -94,8 +96,7 @@ class HardcodedCuda(TorchRule):
 
     ## Fix safety
     The fix rewrites `.cuda()` to `.to(device)`, and `"cuda"` in `.to(...)`, `device=` or
-    `map_location=` to `device`, and `torch.cuda.FloatTensor(...)` to
-    `torch.FloatTensor(...).to(device)`. It reuses only a variable known to hold a torch device
+    `map_location=` to `device`. It reuses only a variable known to hold a torch device
     (assigned `torch.device(...)`, a device string, or a choice between them): a local
     variable, a parameter annotated `torch.device` or defaulting to a device, `self.device`
     set so in `__init__` (or given by Lightning), an `args.device` the script sets so, a
@@ -128,25 +129,16 @@ class HardcodedCuda(TorchRule):
 
     @classmethod
     def candidate(cls, module: Prescreen) -> bool:
-        """A call of ``.cuda(...)``, a string starting with ``cuda`` (what ``cuda_string``
-        accepts), or a legacy ``torch.cuda.FloatTensor``-style constructor (``cuda.XTensor``,
-        or one imported from ``torch.cuda``): every finding is of one."""
+        """A call of ``.cuda(...)``, or a string starting with ``cuda`` (what ``cuda_string``
+        accepts: every other finding is of one)."""
         return super().candidate(module) and (
             any(isinstance(n.value, str) and n.value.startswith("cuda") for n in module.nodes(ast.Constant))
             or any(isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" for n in module.nodes(ast.Call))
-            or any(
-                n.attr.endswith("Tensor") and isinstance(n.value, ast.Attribute) and n.value.attr == "cuda"
-                for n in module.nodes(ast.Attribute)
-            )
-            or any(n.module == "torch.cuda" for n in module.nodes(ast.ImportFrom))
         )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qname = self.semantic.qualified_name(func)
-        if qname in LEGACY_CUDA_TENSORS:
-            self._check_legacy_tensor(node, qname)
-            return
         if qname is not None and (qname.startswith("torch.cuda.") or qname in DEVICE_TYPE_CALLS):
             return
         if qname in ("torch.device", "torch.set_default_device"):
@@ -246,25 +238,6 @@ class HardcodedCuda(TorchRule):
                 unsafe = index is not None or applicability is Applicability.UNSAFE
                 fix = Fix(f"Use `.to({expression})`", {node: new, **changes}, Applicability.UNSAFE if unsafe else Applicability.SAFE)
         self.report(func.attr, self.message.format(what=what), fix=fix)
-
-    def _check_legacy_tensor(self, node: cst.Call, qname: str) -> None:
-        """``torch.cuda.FloatTensor(n, m)``: a legacy typed-tensor constructor that allocates on
-        the GPU; the fix builds it with the CPU's constructor and moves it."""
-        if self._guarded(node) or isinstance(self.semantic.parent(node), (cst.Comparison, cst.ComparisonTarget)):
-            return
-        func = node.func
-        fix = None
-        torch = self.semantic.torch_alias
-        on_torch_cuda = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and func.value.attr.value == "cuda"
-        if torch is not None and on_torch_cuda and self._code(func.value.value) == torch:
-            device = self._device(node)
-            if device is not None:
-                expression, changes, applicability = device
-                built = node.with_changes(func=func.with_changes(value=func.value.value))
-                new = cst.Call(func=cst.Attribute(built, cst.Name("to")), args=[cst.Arg(cst.parse_expression(expression))])
-                fix = Fix(f"Use `{torch}.{func.attr.value}(...).to({expression})`", {node: new, **changes}, applicability)
-        what = f"{self._code(func)}(...)" if node.args else f"{self._code(func)}()"
-        self.report(node, self.message.format(what=what), fix=fix)
 
     def _report_string(self, string: cst.SimpleString, call: cst.Call) -> None:
         """``"cuda"`` given to ``.to(...)``, ``device=`` or ``map_location=``."""

@@ -80,12 +80,6 @@ _UNWEIGHTED_LOSSES = frozenset(
         "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     )
 )
-# The legacy typed-tensor constructors of `torch.cuda` (`torch.cuda.FloatTensor(2, 3)`): they
-# allocate on the GPU, unlike the rest of the `torch.cuda` API.
-LEGACY_CUDA_TENSORS = frozenset(
-    f"torch.cuda.{kind}Tensor"
-    for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
-)
 # torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
 _COLLECTIVES = frozenset(
     f"torch.distributed.{name}"
