@@ -1095,8 +1095,12 @@ class EvaluationFacts:
                 # (a shape check, a demo on made-up tensors: predicts nothing)
                 and not self._shape_read_only(c) and not self._on_random_input(c)
             ]
-            forwards, beside = self._inference(forwards)
+            forwards, _ = self._inference(forwards)
             if forwards:
+                # Any other pass there (of a module of another file) whose output may be
+                # backpropagated keeps a decorator off the whole function.
+                others = [c for c in self._forwards(function, function) if c not in forwards]
+                beside = any(not self.is_inference(c) for c in others)
                 found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
         return found
 
