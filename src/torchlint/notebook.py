@@ -43,10 +43,9 @@ import libcst as cst
 
 from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, SourceResult, lint_module_source, parse_error_finding
 from torchlint.positions import Positions
-from torchlint.rule import CELL_BOUNDARY, Applicability, Edit, Finding, Fix, Location, Rule
+from torchlint.rule import CELL_BOUNDARY, Applicability, Edit, Finding, Fix, Location, Rule, is_cell_boundary
 
 BOUNDARY = CELL_BOUNDARY
-_BOUNDARY_COMMENT = BOUNDARY.removeprefix("pass  ").rstrip("\n")
 _MASK = "pass  # __torchlint_masked_line_{}__\n"
 _MASK_LINE = re.compile(r"[ \t]*pass  # __torchlint_masked_line_\d+__\n")
 
@@ -410,20 +409,12 @@ def _cell_ends(module: cst.Module) -> list[cst.SimpleStatementLine | None]:
     ends: list[cst.SimpleStatementLine | None] = []
     last = None
     for statement in [*module.body, None]:
-        if statement is None or _is_boundary(statement):
+        if statement is None or is_cell_boundary(statement):
             ends.append(last if isinstance(last, cst.SimpleStatementLine) and _shows_value(last) else None)
             last = None
         else:
             last = statement
     return ends
-
-
-def _is_boundary(statement: cst.BaseStatement) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and statement.trailing_whitespace.comment is not None
-        and statement.trailing_whitespace.comment.value == _BOUNDARY_COMMENT
-    )
 
 
 def _shows_value(statement: cst.SimpleStatementLine) -> bool:

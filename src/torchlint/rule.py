@@ -35,6 +35,16 @@ Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 # between two cells. Jupyter displays the value of a cell's last statement when that is an
 # expression, which a fact may need to know (a forward pass displayed is read).
 CELL_BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
+_CELL_BOUNDARY_COMMENT = CELL_BOUNDARY.removeprefix("pass  ").rstrip("\n")
+
+
+def is_cell_boundary(statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` is the ``CELL_BOUNDARY`` between two cells of a notebook."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and statement.trailing_whitespace.comment is not None
+        and statement.trailing_whitespace.comment.value == _CELL_BOUNDARY_COMMENT
+    )
 
 
 class Applicability(str, enum.Enum):

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from torchlint.rule import CELL_BOUNDARY
+from torchlint.rule import is_cell_boundary
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -101,12 +101,7 @@ class GradientFlow:
 
     @cached_property
     def _boundaries(self) -> set[int]:
-        comment = CELL_BOUNDARY.removeprefix("pass  ").rstrip("\n")
-        return {
-            i for i, statement in enumerate(self.model.module.body)
-            if isinstance(statement, cst.SimpleStatementLine) and statement.trailing_whitespace.comment is not None
-            and statement.trailing_whitespace.comment.value == comment
-        }
+        return {i for i, statement in enumerate(self.model.module.body) if is_cell_boundary(statement)}
 
     def _records_no_graph(self, call: cst.Call) -> bool:
         """Inside ``with torch.no_grad():`` / ``inference_mode()``, or a function decorated
