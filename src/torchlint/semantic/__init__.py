@@ -556,6 +556,17 @@ class SemanticModel:
         """The kind of a class imported from another file of the project."""
         return self._project_fact(expr, "class_kind")
 
+    def project_runs_forward(self, func: cst.BaseExpression, method: str) -> bool | None:
+        """Whether ``method`` of an instance of the imported project class ``func`` runs its
+        submodules (``ProjectView.runs_forward``); None without an index or when unknown."""
+        if self.project is None or not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
+        for qname in self.imported_names(func):
+            found = self.project.runs_forward(qname, method)
+            if found is not None:
+                return found
+        return None
+
     def project_mode_layers(self, func: cst.BaseExpression) -> bool | None:
         """Whether what an imported project class or factory builds holds a layer that train
         mode changes (True), is known to hold none (False), or neither is known (None)."""

@@ -1105,56 +1105,68 @@ class EvaluationFacts:
         return found
 
     def known_forward(self, call: cst.Call) -> bool:
-        """A call of a module known by its type, or of a method of one that its class (of this
-        file) defines and that runs a submodule or the module itself (a library's ``generate``
-        may turn gradients off itself: Hugging Face's does)."""
+        """A call of a module known by its type, or of a method of one that runs a submodule or
+        the module itself, with gradients as the caller has them: its class (of this file or,
+        through the project index, of another file of the project) shows it. A library's
+        class may turn gradients off in its own ``forward`` or ``generate`` (YOLO's AutoShape,
+        Hugging Face's ``generate``), which the project does not show."""
         from torchlint.semantic import Kind
 
         func = call.func
         if not call.args or not isinstance(func, (cst.Name, cst.Attribute)):
             return False
         if self.model.kind(func) is Kind.MODULE:
-            # A class of this file: one of another file or library may turn gradients off in
-            # its own forward (YOLO's AutoShape), which this file does not show.
-            return bool(self._local_classes(func))
+            return self._runs_forward(func, "__call__")
         if not isinstance(func, cst.Attribute) or self.model.kind(func.value) is not Kind.MODULE:
             return False
-        return any(self._runs_submodules(m) for m in self._methods_of(func.value, func.attr.value))
+        return self._runs_forward(func.value, func.attr.value)
 
-    def _local_classes(self, expr: cst.BaseExpression) -> list:
-        """The classes of this file that every value bound to ``expr`` is built from (none
-        where one value is built otherwise)."""
+    def _runs_forward(self, expr: cst.BaseExpression, method: str) -> bool:
+        """Whether calling ``method`` of what ``expr`` holds (``"__call__"``: calling it) runs
+        its submodules: every value bound to ``expr`` is built by a class of this file or of
+        the project whose method does."""
         values = self.model.values(expr)
-        found = []
+        if not values:
+            return False
         for value in values:
             # `Actor(...).to(device)`: the methods that return the module itself
             while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_RETURNS_SELF:
                 value = value.func.value
-            found.append(self.model._local_class(value.func) if isinstance(value, cst.Call) else None)
-        return found if values and all(found) else []
+            if not isinstance(value, cst.Call):
+                return False
+            info = self.model._local_class(value.func)
+            if info is not None:
+                if method != "__call__" and not any(self._runs_submodules(m) for m in self._methods_of(info, method)):
+                    return False
+            elif self.model.project_runs_forward(value.func, method) is not True:
+                return False
+        return True
 
-    def _methods_of(self, expr: cst.BaseExpression, name: str) -> list[cst.FunctionDef]:
-        """The methods named ``name`` of the file's classes that ``expr`` is built from."""
+    def _methods_of(self, info, name: str) -> list[cst.FunctionDef]:
+        """The methods named ``name`` of a class of this file and of its bases in the file."""
         found = []
-        for info in self._local_classes(expr):
-            for cls in [info, *self.model.local_bases(info)]:
-                found += [f for f in self.model.functions.get(name, ()) if self.model.parent(self.model.parent(f)) is cls.node]
+        for cls in [info, *self.model.local_bases(info)]:
+            found += [f for f in self.model.functions.get(name, ()) if self.model.parent(self.model.parent(f)) is cls.node]
         return found
 
     def _runs_submodules(self, method: cst.FunctionDef) -> bool:
-        """Whether a method calls ``self(...)``, ``self.forward(...)`` or ``self.<attribute>(...)``."""
+        """Whether a method calls ``self(...)``, ``self.forward(...)`` or ``self.<attribute>(...)``,
+        and leaves gradients as its caller has them (no ``no_grad`` of its own)."""
         params = method.params.params
-        if not params:
+        if not params or any(self.model.grad_off_context(d.decorator) for d in method.decorators):
             return False
         owner = params[0].name.value
+        runs = False
         for call in self.model.calls_in(method):
             func = call.func
+            if self.model.qualified_name(func) in _GRAD_CONTEXTS:
+                return False  # it sets gradients itself
             if isinstance(func, cst.Name) and func.value == owner:
-                return True
+                runs = True
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == owner:
                 if not any(self._is_method(f) for f in self.functions_by_name.get(func.attr.value, ())) or func.attr.value == "forward":
-                    return True
-        return False
+                    runs = True
+        return runs
 
     def _is_evaluation_function(self, function: cst.FunctionDef) -> bool:
         """Named for evaluation (``evaluate``, ``predict``...), or for generation (``generate``,

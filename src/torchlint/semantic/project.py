@@ -54,6 +54,11 @@ class ClassSummary:
     mode_unknown: bool
     # Qualified names of the calls it makes that may be project classes or functions.
     calls: tuple[str, ...]
+    # The methods it defines, and those of them that run the module or its submodules
+    # (``self(...)``, ``self.forward(...)``, ``self.<attribute>(...)``) with gradients left as the
+    # caller has them: a call of one is a forward pass (SPEC section 5).
+    methods: tuple[str, ...] = ()
+    forward_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -385,7 +390,44 @@ class _Summarizer:
                     unknown = unknown or qname in _LOADING
                 else:
                     calls.append(qname)  # a project class or function, or another package
-        return ClassSummary(node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)))
+        methods, forward_methods = self._forward_methods(node)
+        return ClassSummary(node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods)
+
+    def _forward_methods(self, node: ast.ClassDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The class's methods, and those that run its submodules without turning gradients
+        off (as ``EvaluationFacts._runs_submodules`` judges a method of the linted file)."""
+        from torchlint.semantic.evaluation import _GRAD_CONTEXTS
+
+        defined = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        names = {m.name for m in defined}
+
+        def grad_off(expr: ast.expr) -> bool:
+            target = expr.func if isinstance(expr, ast.Call) else expr
+            return (self.qualify(target) or "") in _GRAD_CONTEXTS
+
+        runners = []
+        for method in defined:
+            args = method.args.posonlyargs + method.args.args
+            decorators = method.decorator_list
+            if not args or isinstance(method, ast.AsyncFunctionDef) or any(grad_off(d) for d in decorators) or any(
+                isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in decorators
+            ):
+                continue
+            owner, runs = args[0].arg, False
+            for sub in _walk_function(method):
+                if not isinstance(sub, ast.Call):
+                    continue
+                func = sub.func
+                if grad_off(func):
+                    break  # it sets gradients itself (`with torch.no_grad():`, set_grad_enabled)
+                if isinstance(func, ast.Name) and func.id == owner:
+                    runs = True
+                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner:
+                    runs = runs or func.attr == "forward" or func.attr not in names
+            else:
+                if runs:
+                    runners.append(method.name)
+        return tuple(m.name for m in defined), tuple(runners)
 
     # --- functions
 
@@ -1315,6 +1357,36 @@ class ProjectView:
         kinds.discard(None)
         return kinds.pop() if len(kinds) == 1 else None
 
+    # --- forward passes through methods
+
+    def runs_forward(self, qname: str, method: str) -> bool | None:
+        """Whether calling ``method`` on an instance of the project class ``qname`` runs its
+        submodules with gradients as the caller has them (``ClassSummary.forward_methods``;
+        ``"__call__"`` for calling the instance): True or False from the class that defines
+        the method (followed through project bases); None when unknown (a base outside the
+        project, a class not found)."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, ClassSummary):
+            return None
+        return self._runs_forward(found, "forward" if method == "__call__" else method, 0)
+
+    def _runs_forward(self, found: Symbol, method: str, depth: int) -> bool | None:
+        definition = found.definition
+        if method in definition.methods:
+            return method in definition.forward_methods
+        if depth > _MAX_RESOLUTION:
+            return None
+        for base in definition.bases:
+            if base in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                continue  # nothing of the question's is defined there
+            parent = self.symbol(base, found.path) if base else None
+            if parent is None or not isinstance(parent.definition, ClassSummary):
+                return None  # a base outside the project may define it
+            answer = self._runs_forward(parent, method, depth + 1)
+            if answer is not None:
+                return answer
+        return None
+
     # --- layers that train mode changes
 
     def mode_layers(self, qname: str) -> bool | None:
@@ -1514,7 +1586,7 @@ class ProjectView:
 # can depend on (the other files, and the file's own name).
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
-    "callers_backprop",
+    "callers_backprop", "runs_forward",
 )
 
 
@@ -1561,6 +1633,9 @@ class AskedView:
 
     def callers_backprop(self, name: str) -> bool | None:
         return self._ask("callers_backprop", name)
+
+    def runs_forward(self, qname: str, method: str) -> bool | None:
+        return self._ask("runs_forward", qname, method)
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
