@@ -1,6 +1,6 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import STAR_IMPORT, Applicability, Fix
 from torchlint.semantic.frameworks import TorchRule
 
 
@@ -84,7 +84,8 @@ class InferenceInTrainMode(TorchRule):
     code = "TL401"
     name = "inference-in-train-mode"
     required_words = (
-        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm"),  # the evaluation facts look only at these
+        # The evaluation facts look only at these, or at a star import that brings torch in.
+        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm", STAR_IMPORT),
         # Evaluation and generation functions, validation or test data (`X_val`, `testloader`,
         # `["val"]`), weights loaded (`load_state_dict`, `torch.load`).
         (

@@ -1,6 +1,6 @@
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import STAR_IMPORT, Applicability, Fix
 from torchlint.semantic.evaluation import called_module
 from torchlint.semantic.frameworks import TorchRule
 
@@ -78,7 +78,8 @@ class InferenceWithGrad(TorchRule):
     code = "TL402"
     name = "inference-with-grad"
     required_words = (
-        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm"),  # the evaluation facts look only at these
+        # The evaluation facts look only at these, or at a star import that brings torch in.
+        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm", STAR_IMPORT),
         # Evaluation and generation functions, validation or test data (`X_val`, `testloader`,
         # `["val"]`), weights loaded (`load_state_dict`, `torch.load`).
         (

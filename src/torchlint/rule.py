@@ -247,6 +247,9 @@ def _isolated(rule: Rule, method: Callable) -> Callable:
 
 
 _WORD = re.compile(rb"\w+")
+# The word a module with a `from M import *` holds, for ``Rule.required_words``: what it
+# imports is known only from the other file (the project index), never from its own words.
+STAR_IMPORT = "import*"
 # The parts of names: `evaluateModel` -> `evaluate`, `Model`; `X_test` -> `X`, `test`.
 _NAME_PART = re.compile(rb"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
@@ -289,6 +292,8 @@ class Prescreen:
                     words.append(value.decode("latin-1"))
         self.text = "\n".join(words).encode("utf-8", "surrogatepass")
         self.words = set(_WORD.findall(self.text))
+        if any(alias.name == "*" for node in self._nodes.get(ast.ImportFrom, ()) for alias in node.names):
+            self.words.add(STAR_IMPORT.encode())
         self._lower: bytes | None = None
         self._parts: set[bytes] | None = None
 

@@ -567,6 +567,22 @@ class SemanticModel:
                 return found
         return None
 
+    def star_imports_torch(self) -> bool:
+        """Whether a ``from M import *`` of the file brings PyTorch in from a module of the
+        project (``ProjectView.star_imports_torch``): ``from ..network import *`` whose
+        package imports torch."""
+        if self.project is None:
+            return False
+        for node in self.module.body:
+            if not isinstance(node, cst.SimpleStatementLine):
+                continue
+            for statement in node.body:
+                if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+                    name = get_full_name_for_node(statement.module) if statement.module is not None else ""
+                    if self.project.star_imports_torch("." * len(statement.relative) + (name or "")):
+                        return True
+        return False
+
     def project_mode_layers(self, func: cst.BaseExpression) -> bool | None:
         """Whether what an imported project class or factory builds holds a layer that train
         mode changes (True), is known to hold none (False), or neither is known (None)."""
@@ -595,11 +611,16 @@ class SemanticModel:
 
     def project_callers_backprop(self, function: cst.FunctionDef) -> bool | None:
         """Whether a call of a top-level function of this file in the project's other files
-        may differentiate its result (``ProjectView.callers_backprop``); None when no other
-        file calls it, or there is no project index."""
-        if self.project is None or not isinstance(self.parent(function), cst.Module):
+        may differentiate its result (``ProjectView.callers_backprop``), or of a method of
+        one of its classes, ``x.name(...)`` (``ProjectView.method_callers_backprop``); None
+        when no other file calls it, or there is no project index."""
+        if self.project is None:
             return None
-        return self.project.callers_backprop(function.name.value)
+        if isinstance(self.parent(function), cst.Module):
+            return self.project.callers_backprop(function.name.value)
+        if isinstance(self.parent(self.parent(function)), cst.ClassDef):
+            return self.project.method_callers_backprop(function.name.value)
+        return None
 
     def param_given_modules(self, name: cst.Name) -> bool:
         """An unannotated parameter of a top-level function of this file to which every call

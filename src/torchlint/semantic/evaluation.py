@@ -323,7 +323,7 @@ class EvaluationFacts:
         self._owned_cache: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.FunctionDef, bool] = {}
         model.replay(_Scan(self))
-        self.torch_file = bool(self.imported & {"torch", "torchvision", "pytorch_lightning", "lightning", "timm"})
+        self.torch_file = bool(self.imported & {"torch", "torchvision", "pytorch_lightning", "lightning", "timm"}) or model.star_imports_torch()
         self.scopes: list[EvalScope] = self._find_scopes() if self.torch_file else []
 
     # --- order in the source (semantic/__init__.py, `start_key`) --------------------------
@@ -1104,6 +1104,14 @@ class EvaluationFacts:
                 found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
         return found
 
+    def is_forward(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """A forward pass: a call of a module (``runs_module``), or of a method of a module
+        known by its class that runs its submodules (``model.inference(x)``: ``known_forward``)."""
+        if self.runs_module(called_module(call), function, call):
+            return True
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value != "forward" and self.known_forward(call)
+
     def known_forward(self, call: cst.Call) -> bool:
         """A call of a module known by its type, or of a method of one that runs a submodule or
         the module itself, with gradients as the caller has them: its class (of this file or,
@@ -1222,7 +1230,7 @@ class EvaluationFacts:
         return [
             c
             for c in self.calls_in.get(function, ())
-            if self._inside(c, region) and not self._in_lambda(c) and self.runs_module(called_module(c), function, c)
+            if self._inside(c, region) and not self._in_lambda(c) and self.is_forward(c, function)
         ]
 
     def _inference(self, forwards: list[cst.Call]) -> tuple[list[cst.Call], bool]:
@@ -1257,7 +1265,7 @@ class EvaluationFacts:
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                 ) and not self._on_random_input(call)):
                     continue
-                if not self.runs_module(model, function, call) or not self.is_inference(call) or self._shape_read_only(call):
+                if not self.is_forward(call, function) or not self.is_inference(call) or self._shape_read_only(call):
                     continue  # (a forward whose output is read for its shape predicts nothing)
                 anchor = self.anchor(call, model, function)
                 if self._trains_in(anchor, function):

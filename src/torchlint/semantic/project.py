@@ -111,6 +111,12 @@ class ModuleSummary:
     calls: tuple[CallSite, ...] = ()
     # Names of possible project functions used other than by calling them (a callback).
     references: tuple[str, ...] = ()
+    # Calls of methods, ``x.name(...)`` on what no import names: (name, the top-level
+    # function whose own body calls it or "", whether what it returns is used), once each;
+    # and the attribute names read other than by calling them (``callback=self.step``).
+    method_calls: tuple[tuple[str, str, bool], ...] = ()
+    method_references: tuple[str, ...] = ()
+    star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -188,6 +194,7 @@ class _Summarizer:
         self.imports: dict[str, str] = {}  # every import binding of the file, by local name
         self.top_imports: list[tuple[str, str]] = []
         self.modules: list[str] = []
+        self.stars: list[str] = []
         self.defined: set[str] = set()
         self.functions_defined: set[str] = set()
         self._found: list[tuple] = []  # (depth, chunk, order, node, top): ``_statements_breadth_first`` of the whole
@@ -215,7 +222,7 @@ class _Summarizer:
     def _bind_imports(self) -> None:
         """The import bindings of the chunks read, in the order ``ast.walk`` of the whole
         file reaches them (the first binding of a name wins)."""
-        self.imports, self.top_imports, self.modules = {}, [], []
+        self.imports, self.top_imports, self.modules, self.stars = {}, [], [], []
         for *_, node, top in sorted(self._found, key=lambda entry: entry[:3]):
             self._import(node, top)
 
@@ -245,6 +252,7 @@ class _Summarizer:
         prefix = module if module.endswith(".") else module + "."
         for alias in node.names:
             if alias.name == "*":
+                self.stars.append(module)
                 continue  # what it binds is unknown
             self.modules.append(prefix + alias.name)  # from . import models: maybe a module
             self._bind([(alias.asname or alias.name, prefix + alias.name)], top)
@@ -287,6 +295,9 @@ class _Summarizer:
             functions=tuple(functions),
             calls=tuple(sites.calls),
             references=tuple(dict.fromkeys(sites.references)),
+            method_calls=tuple(dict.fromkeys(sites.method_calls)),
+            method_references=tuple(dict.fromkeys(sites.method_references)),
+            star_imports=tuple(dict.fromkeys(self.stars)),
         )
 
     def _summarize(self, body: list[ast.stmt], classes: list, functions: list, sites: _Sites) -> None:
@@ -312,7 +323,10 @@ class _Summarizer:
         self.defined, self.functions_defined = set(guessed), set(guessed_functions)
         read: list[tuple[tuple, dict]] = []  # each chunk's (state before it, answers)
         for chunk, body in enumerate(self.bodies()):
-            state = (len(classes), len(functions), len(sites.calls), len(sites.references), sites.module_body.copy())
+            state = (
+                len(classes), len(functions), len(sites.calls), len(sites.references), sites.module_body.copy(),
+                len(sites.method_calls), len(sites.method_references),
+            )
             known = len(self._found)
             self._learn(chunk, body, defined, functions_defined)
             self.defined |= defined
@@ -330,6 +344,7 @@ class _Summarizer:
             return
         state = read[changed][0]
         del classes[state[0]:], functions[state[1]:], sites.calls[state[2]:], sites.references[state[3]:]
+        del sites.method_calls[state[5]:], sites.method_references[state[6]:]
         sites.body = sites.module_body = state[4]
         for chunk, body in enumerate(self.bodies()):
             if chunk >= changed:
@@ -517,6 +532,8 @@ class _Sites(ast.NodeVisitor):
         self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
         self.calls: list[CallSite] = []
         self.references: list[str] = []
+        self.method_calls: list[tuple[str, str, bool]] = []
+        self.method_references: list[str] = []
         self.module_body = self.body = _Body("", owned=False, grad=False)  # the body being walked
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
         self.scopes: list[ast.AST] = []  # enclosing classes and functions
@@ -571,11 +588,13 @@ class _Sites(ast.NodeVisitor):
         if self.scopes:
             self._walk_body(node)
         else:  # a top-level function's calls depend on its text, and on what module-level names were built by
-            calls, references = self.summarizer.remembered(
+            calls, references, method_calls, method_references = self.summarizer.remembered(
                 "sites", node, tuple(self.module_body.built.items()), lambda: self._body_sites(node)
             )
             self.calls.extend(calls)
             self.references.extend(references)
+            self.method_calls.extend(method_calls)
+            self.method_references.extend(method_references)
         self.body, self.grad_withs = saved
 
     def _walk_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -584,15 +603,15 @@ class _Sites(ast.NodeVisitor):
             self.visit(statement)
         self.scopes.pop()
 
-    def _body_sites(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[CallSite], list[str]]:
+    def _body_sites(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list, list, list, list]:
         """The calls and references a function's body adds, walked on their own."""
-        outer = self.calls, self.references
-        self.calls, self.references = [], []
+        outer = self.calls, self.references, self.method_calls, self.method_references
+        self.calls, self.references, self.method_calls, self.method_references = [], [], [], []
         try:
             self._walk_body(node)
-            return self.calls, self.references
+            return self.calls, self.references, self.method_calls, self.method_references
         finally:
-            self.calls, self.references = outer
+            self.calls, self.references, self.method_calls, self.method_references = outer
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -689,6 +708,8 @@ class _Sites(ast.NodeVisitor):
                 )
             )
         func = node.func
+        if target is None and isinstance(func, ast.Attribute):
+            self.method_calls.append((func.attr, self.body.function, id(node) not in self.discarded))
         if (isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward")) or (
             self.summarizer.qualify(func) or ""
         ) in ("torch.autograd.grad", "torch.autograd.backward"):
@@ -705,6 +726,8 @@ class _Sites(ast.NodeVisitor):
             self._reference(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called:
+            self.method_references.append(node.attr)
         if isinstance(node.ctx, ast.Load) and id(node) not in self.called and _dotted(node) is not None:
             self._reference(node)
             return
@@ -873,6 +896,10 @@ class ProjectIndex:
     # the functions some file passes around by name; built on first use.
     _callers: dict[tuple[Path, str], list[tuple[Path, CallSite]]] | None = field(default=None, repr=False)
     _referenced: set[tuple[Path, str]] | None = field(default=None, repr=False)
+    # Who calls a method of each name, x.name(...): name -> [(calling file, body, used)], and
+    # the files that read an attribute of that name other than by calling it.
+    _method_sites: dict[str, list[tuple[Path, str, bool]]] | None = field(default=None, repr=False)
+    _method_refs: dict[str, set[Path]] | None = field(default=None, repr=False)
     # A lazy index (a command-line run) summarises the files the linted ones import only when
     # a question reaches them. ``cache_root``: where summaries are cached, if anywhere.
     lazy: bool = False
@@ -975,6 +1002,21 @@ class ProjectIndex:
                 if key is not None:
                     referenced.add(key)
         self._callers, self._referenced = callers, referenced
+        method_sites: dict[str, list[tuple[Path, str, bool]]] = {}
+        method_refs: dict[str, set[Path]] = {}
+        for path in sorted(sources):
+            summary = self.summaries[path]
+            for name, body, used in summary.method_calls:
+                method_sites.setdefault(name, []).append((path, body, used))
+            for name in summary.method_references:
+                method_refs.setdefault(name, set()).add(path)
+        self._method_sites, self._method_refs = method_sites, method_refs
+
+    def method_callers(self, name: str) -> tuple[list[tuple[Path, str, bool]], set[Path]]:
+        """The calls ``x.name(...)`` in the index, by file (with the calling body and whether
+        the result is used), and the files that read ``.name`` other than by calling it."""
+        self._link_callers()
+        return self._method_sites.get(name, []), self._method_refs.get(name, set())
 
     def _imported(self, path: Path) -> Iterator[Path]:
         return (d for d in self.imports.get(path, ()) if d in self.summaries)
@@ -1357,6 +1399,30 @@ class ProjectView:
         kinds.discard(None)
         return kinds.pop() if len(kinds) == 1 else None
 
+    # --- star imports
+
+    def star_imports_torch(self, module: str) -> bool | None:
+        """Whether ``from module import *`` (a module of the project, as this file names it)
+        brings PyTorch in: the module imports torch, or star-imports a module that does.
+        None when the module is not in the project."""
+        return self._star_torch(module, self.path, frozenset())
+
+    def _star_torch(self, module: str, path: Path, seen: frozenset) -> bool | None:
+        from torchlint.semantic.frameworks import _is_torch
+
+        answer = None
+        for found, _ in self.index.resolve_module(module, path):
+            summary = self.index.summary(found)
+            if summary is None or found in seen or len(seen) > _MAX_RESOLUTION:
+                continue
+            if any(_is_torch(m) for m in summary.imported_modules if not m.startswith(".")):
+                return True
+            answer = False
+            for star in summary.star_imports:
+                if self._star_torch(star, found, seen | {found}):
+                    return True
+        return answer
+
     # --- forward passes through methods
 
     def runs_forward(self, qname: str, method: str) -> bool | None:
@@ -1524,6 +1590,25 @@ class ProjectView:
                 return True
         return False
 
+    def method_callers_backprop(self, name: str) -> bool | None:
+        """As ``callers_backprop``, for a method of this file's classes: whether a call
+        ``x.name(...)`` in another file may differentiate what it returns (its result used in
+        a body that calls a backward pass). True when another file reads ``.name`` other than
+        by calling it (a callback: its callers are unknown); None when no other file calls it.
+        Calls of any object's method of that name count: which class a call reaches is not
+        known, and more calls only make the answer less often False."""
+        sites, references = self.index.method_callers(name)
+        if references - {self.path}:
+            return True
+        sites = [(p, body, used) for p, body, used in sites if p != self.path]
+        if not sites:
+            return None
+        for path, body, used in sites:
+            summary = self.index.summary(path)
+            if used and summary is not None and any(c.target == BACKWARD_TARGET and c.function == body for c in summary.calls):
+                return True
+        return False
+
     def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
         if call.owned:
             return True
@@ -1586,7 +1671,7 @@ class ProjectView:
 # can depend on (the other files, and the file's own name).
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
-    "callers_backprop", "runs_forward",
+    "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch",
 )
 
 
@@ -1636,6 +1721,12 @@ class AskedView:
 
     def runs_forward(self, qname: str, method: str) -> bool | None:
         return self._ask("runs_forward", qname, method)
+
+    def method_callers_backprop(self, name: str) -> bool | None:
+        return self._ask("method_callers_backprop", name)
+
+    def star_imports_torch(self, module: str) -> bool | None:
+        return self._ask("star_imports_torch", module)
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
