@@ -46,9 +46,10 @@ class HardcodedCuda(TorchRule):
     in a conditional only covers the rest of its branch, and `if len(gpu_ids) > 1: raise ...`,
     which stops when there are several GPUs, covers nothing), calls
     `init_process_group("nccl")` (or `backend="nccl"`), calls `torch.cuda.set_device(...)`
-    outside a device check, calls a function of another project file that does one of those on
-    every path (DINO's `utils.init_distributed_mode`, which exits without a GPU), imports a
-    GPU-only library (Apex, Triton, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
+    outside a device check, calls a function of another project file that needs CUDA on every
+    path, at any depth of calls (DINO's `utils.init_distributed_mode`, which exits without a
+    GPU; a wrapper that launches a Triton kernel, or calls a function that does), imports a
+    GPU-only library (Apex, Triton, TileLang, CuPy, PyCUDA, `numba.cuda`, FlashAttention, TensorRT,
     CUTLASS, Transformer Engine, MS-AMP, `torch.utils.cpp_extension`, torch2trt) outside
     `try`/`if` (inside one, the rest of that branch or `try` body is CUDA-only), loads a model
     quantized by bitsandbytes (`load_in_4bit=True` or `load_in_8bit=True`, given to
@@ -58,7 +59,12 @@ class HardcodedCuda(TorchRule):
     linted as one, not on standard input). Importing DeepSpeed, bitsandbytes or xformers does
     not count: they run on other accelerators or the CPU. A function that runs a
     `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by design
-    too: NCCL needs CUDA tensors.
+    too: NCCL needs CUDA tensors. So is a function of the file that only ever runs with a GPU,
+    from the call graph: one that raises, exits or skips its test on a statement of its own
+    body when CUDA is missing (`_require_cuda()`; a helper that only `return`s lets its caller
+    go on), one that calls such a function on every path or is a pytest test or fixture asking
+    for a fixture that does, and a helper every call of which is in such functions (a kernel
+    suite's input builders).
 
     Tests are judged like other code: a `test_*` function or a method of a
     `unittest.TestCase` subclass (any name, `testSyncBatchNorm` included) that places on

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,7 @@ _GPU_ONLY_MODULES = (
     "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
     "tensorrt", "torch2trt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
     "transformer_engine", "msamp",  # NVIDIA's and Microsoft's FP8 training libraries
+    "tilelang",  # GPU kernels written in TileLang (CUDA and ROCm targets)
 )
 # Keywords that load a model quantized by bitsandbytes (`from_pretrained(..., load_in_4bit=True)`,
 # `BitsAndBytesConfig(load_in_8bit=True)`): its 4- and 8-bit layers run on CUDA only.
@@ -189,7 +191,87 @@ class DeviceFacts:
             return True
         if any(f in self.collective_functions for f in self._functions_around(node)):
             return True
-        return self.chosen_here(node) or self._after_early_exit(node) or self._in_gpu_only_block(node)
+        return (
+            self.chosen_here(node)
+            or self._after_early_exit(node)
+            or self._in_gpu_only_block(node)
+            or any(f in self.cuda_only_functions for f in self._functions_around(node))
+        )
+
+    @cached_property
+    def cuda_only_functions(self) -> frozenset[cst.FunctionDef]:
+        """Functions of the file that only ever run with a GPU, from the call graph: one that
+        stops (raises, exits, skips its test) on a statement of its own body when CUDA is
+        missing (``_require_cuda()``) or whose decorator skips it then; one whose own body
+        calls such a function unconditionally, or that is a pytest test or fixture asking for
+        a fixture that is one (``def test_fwd(mods)``); and a helper every call of which is in
+        such functions, never passed around, with no caller in another file (``_make_inputs``
+        of a kernel test suite). Followed to any depth in the file."""
+        stopping = [e for e, block in self.early_exits if self._stops(e)]
+        found: set[cst.FunctionDef] = set()
+        for exit_node in stopping:
+            function = self.model.enclosing_function(exit_node)
+            block = self.model.parent(_statement_of(self.model, exit_node))
+            if function is not None and self.model.parent(block) is function:
+                found.add(function)
+        functions = [f for group in self.model.functions.values() for f in group]
+        for function in functions:
+            if any(self._skips_without_gpu(d) for d in function.decorators):
+                found.add(function)
+        if not found:
+            return frozenset()
+        flow = self.model.gradient_flow
+        fixtures = {f.name.value: f for f in functions if any(self._is_fixture(d) for d in f.decorators)}
+        for _ in range(len(functions)):
+            added = set()
+            for function in functions:
+                if function in found:
+                    continue
+                params = [p.name.value for p in function.params.params]
+                if any(fixtures.get(p) in found for p in params):
+                    added.add(function)
+                    continue
+                if any(self._unconditional_in(call, function) for callee in found for call in flow.call_sites(callee) or ()):
+                    added.add(function)
+                    continue
+                sites = flow.call_sites(function)
+                if sites and self.model.project_callers_backprop(function) is None and all(
+                    any(f in found for f in self._functions_around(site)) for site in sites
+                ):
+                    added.add(function)
+            if not added:
+                break
+            found |= added
+        return frozenset(found)
+
+    def _is_fixture(self, decorator: cst.Decorator) -> bool:
+        """``@pytest.fixture`` or ``@pytest.fixture(...)``."""
+        call = decorator.decorator
+        return self.model.qualified_name(call.func if isinstance(call, cst.Call) else call) == "pytest.fixture"
+
+    def _stops(self, exit_node: cst.CSTNode) -> bool:
+        """Whether an early exit raises, exits or skips (its caller does not go on), not
+        ``return``: the ``if``'s body ends so, or it is an ``assert``."""
+        if isinstance(exit_node, cst.Assert):
+            return True
+        if not isinstance(exit_node, cst.If):
+            return False
+        body = exit_node.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body or not isinstance(body.body[-1], cst.SimpleStatementLine):
+            return False
+        statement = body.body[-1].body[-1]
+        return isinstance(statement, cst.Raise) or _exit_of(body) is not None and not isinstance(statement, (cst.Return, cst.Continue, cst.Break))
+
+    def _unconditional_in(self, call: cst.Call, function: cst.FunctionDef) -> bool:
+        """Whether ``call`` runs on every call of ``function``: in its own body, not inside a
+        branch, loop, ``try``, conditional expression or nested function."""
+        for ancestor in self.model.ancestors(call):
+            if ancestor is function:
+                return True
+            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.IfExp, cst.BooleanOperation, cst.Lambda,
+                                     cst.FunctionDef, cst.ClassDef, cst.BaseComp, cst.Match)):
+                return False
+        return False
 
     def _in_gpu_only_block(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` comes after a GPU-only import or a 4-/8-bit model load in a block

@@ -73,6 +73,12 @@ class FunctionSummary:
     # Why every call of the function needs CUDA ("calls torch.cuda.set_device", "starts
     # NCCL"), or "" (``_Summarizer._requires_cuda``).
     requires_cuda: str = ""
+    # Decorated as a kernel of a GPU-only library (``@triton.jit``, ``@triton.autotune(...)``).
+    gpu_kernel: bool = False
+    # What the calls that run on every call of it call (not in a branch, loop or ``try``,
+    # before any ``return``): qualified names of possible project functions, a launched
+    # kernel's name for ``kernel[grid](...)``, or a GPU-only library's function.
+    unconditional_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -461,7 +467,48 @@ class _Summarizer:
                 event = self._mode_event(sub)
                 if event is not None:
                     events.append(event)
-        return FunctionSummary(node.name, tuple(returns), tuple(events), self._requires_cuda(node))
+        return FunctionSummary(
+            node.name, tuple(returns), tuple(events), self._requires_cuda(node),
+            self._gpu_kernel(node), self._unconditional_calls(node),
+        )
+
+    def _gpu_kernel(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        from torchlint.semantic.devices import _gpu_only_module
+
+        for decorator in node.decorator_list:
+            qname = self.qualify(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
+            if qname and _gpu_only_module(qname.rpartition(".")[0] or qname):
+                return True
+        return False
+
+    def _unconditional_calls(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+        """``FunctionSummary.unconditional_calls``."""
+        from torchlint.semantic.devices import _gpu_only_module
+
+        found: list[str] = []
+        stack = list(reversed(node.body))
+        while stack:
+            statement = stack.pop()
+            if isinstance(statement, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match, *_NOT_WALKED)):
+                continue
+            if isinstance(statement, (ast.With, ast.AsyncWith)):
+                stack.extend(reversed(statement.body))
+                walked = [sub for item in statement.items for sub in ast.walk(item.context_expr)]
+            else:
+                walked = _walk_function(ast.Module(body=[statement], type_ignores=[]))
+            if any(isinstance(sub, ast.Return) for sub in walked):
+                break
+            for sub in walked:
+                if isinstance(sub, (ast.IfExp, ast.BoolOp)):
+                    break  # (what follows in the statement may not run)
+                if not isinstance(sub, ast.Call):
+                    continue
+                func = sub.func.value if isinstance(sub.func, ast.Subscript) else sub.func  # kernel[grid](...)
+                qname = self.qualify(func) or ""
+                name = self.callable_name(func) if not qname or not _gpu_only_module(qname.rpartition(".")[0]) else qname
+                if name:
+                    found.append(name)
+        return tuple(dict.fromkeys(found))
 
     def _requires_cuda(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         """Why every call of the function needs CUDA: a statement of its own body (not inside
@@ -1527,12 +1574,37 @@ class ProjectView:
     # --- functions that need CUDA
 
     def requires_cuda(self, qname: str) -> str | None:
-        """Why every call of the project function ``qname`` needs CUDA (its body calls
-        ``torch.cuda.set_device`` or starts NCCL on every path); None otherwise."""
+        """Why every call of the project function ``qname`` needs CUDA: its body calls
+        ``torch.cuda.set_device`` or starts NCCL on every path, it is a GPU kernel (Triton),
+        or it calls on every path a GPU-only library's function or a project function that
+        needs CUDA, to any depth; None otherwise."""
         found = self.symbol(qname)
         if found is None or not isinstance(found.definition, FunctionSummary):
             return None
-        return found.definition.requires_cuda or None
+        return self._requires_cuda(found, frozenset())
+
+    def _requires_cuda(self, found: Symbol, seen: frozenset) -> str | None:
+        from torchlint.semantic.devices import _gpu_only_module
+
+        definition = found.definition
+        if definition.requires_cuda:
+            return definition.requires_cuda
+        if definition.gpu_kernel:
+            return f"is a GPU kernel ({definition.name})"
+        if len(seen) > _MAX_RESOLUTION:
+            return None
+        for callee in definition.unconditional_calls:
+            module = callee.rpartition(".")[0]
+            if module and _gpu_only_module(module):
+                return f"calls {callee}, which runs on the GPU only"
+            target = self.symbol(callee, found.path)
+            key = (target.path, callee) if target is not None else None
+            if target is None or not isinstance(target.definition, FunctionSummary) or key in seen:
+                continue
+            reason = self._requires_cuda(target, seen | {key})
+            if reason is not None:
+                return reason
+        return None
 
     # --- modes that functions leave models in
 
