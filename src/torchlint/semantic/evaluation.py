@@ -1089,9 +1089,11 @@ class EvaluationFacts:
         for function in self.functions:
             if self._framework_owned(function) or self._function_trains(function) or self._backward_calls_in(function):
                 continue
+            passes = [f for s in scopes if s.function is function for f in s.forwards]
             forwards = [
                 c for c in self.calls_in.get(function, ())
                 if c not in taken and not covered(c) and not self._in_lambda(c) and self.known_forward(c)
+                and not self._applied_to_outputs(c, passes)
                 # (a shape check, a demo on made-up tensors: predicts nothing)
                 and not self._shape_read_only(c) and not self._on_random_input(c)
             ]
@@ -1159,10 +1161,10 @@ class EvaluationFacts:
 
     def _runs_submodules(self, method: cst.FunctionDef) -> bool:
         """Whether a method calls ``self(...)``, ``self.forward(...)`` or ``self.<attribute>(...)``,
-        and leaves gradients as its caller has them (no ``no_grad`` of its own)."""
+        and leaves gradients as its caller has them (no ``no_grad`` of its own, no decorator)."""
         params = method.params.params
-        if not params or any(self.model.grad_off_context(d.decorator) for d in method.decorators):
-            return False
+        if not params or method.decorators:
+            return False  # a decorator may set gradients itself (`@smart_inference_mode()`)
         owner = params[0].name.value
         runs = False
         for call in self.model.calls_in(method):
@@ -1270,12 +1272,29 @@ class EvaluationFacts:
                 anchor = self.anchor(call, model, function)
                 if self._trains_in(anchor, function):
                     continue
+                if self._applied_to_outputs(call, [f for g in groups.values() if g.function is function for f in g.forwards]):
+                    continue  # a loss or metric module on the predictions: part of that pass's evaluation
                 key = (function, _code(_root(model)), self._training_loop(call, function))
                 if key in groups:
                     groups[key].forwards.append(call)
                 else:
                     groups[key] = EvalScope("statement", anchor, function, [call])
         return list(groups.values())
+
+    def _applied_to_outputs(self, call: cst.Call, forwards: list[cst.Call]) -> bool:
+        """Whether an argument of ``call`` is a name assigned the output of one of these
+        forward passes (``outputs, attns = model(src)``; ``loss = criterion(outputs, tgt)``)."""
+        if not forwards:
+            return False
+        for arg in call.args:
+            root = _root(arg.value)
+            if not isinstance(root, cst.Name):
+                continue
+            for assignment in self.model.assignments(root):
+                statement = next((a for a in self.model.ancestors(assignment.node) if isinstance(a, (cst.Assign, cst.AnnAssign))), None)
+                if statement is not None and statement.value is not None and any(self._inside(f, statement.value) for f in forwards):
+                    return True
+        return False
 
     def _covering(self, regions: Iterable[cst.CSTNode]) -> Callable[[cst.CSTNode], bool]:
         """Whether a node is inside any of ``regions`` (``_inside`` of each), in a bisection:

@@ -416,7 +416,8 @@ class _Summarizer:
 
     def _forward_methods(self, node: ast.ClassDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The class's methods, and those that run its submodules without turning gradients
-        off (as ``EvaluationFacts._runs_submodules`` judges a method of the linted file)."""
+        off, and with no decorator, which may (as ``EvaluationFacts._runs_submodules`` judges
+        a method of the linted file)."""
         from torchlint.semantic.evaluation import _GRAD_CONTEXTS
 
         defined = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -429,11 +430,8 @@ class _Summarizer:
         runners = []
         for method in defined:
             args = method.args.posonlyargs + method.args.args
-            decorators = method.decorator_list
-            if not args or isinstance(method, ast.AsyncFunctionDef) or any(grad_off(d) for d in decorators) or any(
-                isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in decorators
-            ):
-                continue
+            if not args or isinstance(method, ast.AsyncFunctionDef) or method.decorator_list:
+                continue  # a decorator may set gradients itself (`@smart_inference_mode()`)
             owner, runs = args[0].arg, False
             for sub in _walk_function(method):
                 if not isinstance(sub, ast.Call):
