@@ -12,7 +12,10 @@ class ZeroGradBeforeStep(TorchRule):
     or a clear that names no optimizer (`model.zero_grad()`, `p.grad = None`) in an
     iteration that steps one optimizer. Where several are stepped (a reference model trained
     beside the one tested, bf16 copies whose gradients were handed to fp32 weights), such a
-    clear may be another model's, and is left alone.
+    clear may be another model's, and is left alone, as is `p.grad = None` under a condition
+    that picks some parameters in the loop over them (freezing a layer for a few iterations,
+    as SwAV does with its prototypes); `if p.grad is not None:` picks every one that has a
+    gradient, and is reported.
 
     ## Why is this bad?
     The step then sees no gradients (or zeros): nothing is ever updated, and the loss stays
@@ -61,9 +64,25 @@ class ZeroGradBeforeStep(TorchRule):
                 later = {o for s, o in steps if s > at and not any(at < b < s for b in backwards)}
                 if not later or not any(b < at for b in backwards):
                     continue
+                if self._selective(clear):
+                    continue
                 cleared = _cleared(clear)
                 if cleared in later or (cleared not in stepped and len(stepped) == 1):
                     self.report(clear)
+
+    def _selective(self, clear: cst.CSTNode) -> bool:
+        """A ``p.grad = None`` (or ``del``, ``*= 0``) under an ``if`` inside the loop over the
+        parameters: only the parameters it picks lose their gradient (SwAV freezes its
+        prototypes for the first iterations so), on purpose."""
+        if isinstance(clear, cst.Call):
+            return False
+        for ancestor in self.semantic.ancestors(clear):
+            if isinstance(ancestor, (cst.If, cst.IfExp)):
+                # (`if p.grad is not None:` picks every parameter that has one)
+                return ".grad" not in self.context.module.code_for_node(ancestor.test)
+            if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef)):
+                return False
+        return False
 
 
 def _cleared(clear: cst.CSTNode) -> str | None:

@@ -97,11 +97,22 @@ def test_notebook_of_another_language_is_not_linted():
         "nn.Linear?",
         "??torch.save",
         "%load_ext autoreload",
+        # automagic: a line magic without its `%`, where the line is no Python
+        "pip install tqdm",
+        "matplotlib inline",
+        "cd ../data",
     ],
 )
 def test_ipython_lines_are_masked_not_parsed(line):
     result = lint(notebook(code(MODEL + "\n" + line), code(f"for i in range(2):\n    {line}\n{SAVE}")))
     assert where(result) == [("TL501", 2, 3, 12)]
+
+
+@pytest.mark.parametrize("line", ["time = 3", "pip(3)", "ls = [1]", "env.reset()", "cd"])
+def test_magic_names_used_as_python_are_python(line):
+    # A name that automagic would run stays Python where the line is Python.
+    result = lint(notebook(code(MODEL), code(f"{line}\nmodel.cuda()")))
+    assert ("TL000" not in {f[0] for f in where(result)})
 
 
 def test_percent_and_bang_inside_brackets_are_python():

@@ -53,6 +53,11 @@ _MASK_LINE = re.compile(r"[ \t]*pass  # __torchlint_masked_line_\d+__\n")
 # inline`), a shell escape (`!pip install x`), help (`?model`, `??torch.save`) or an autocall
 # (`/print x`, `,f a b`, `;f a b`).
 _ESCAPE = re.compile(r"[ \t]*(?:[%!?]|[/,;][A-Za-z_])")
+# Line magics that IPython's automagic runs without their `%`, followed by arguments.
+_AUTOMAGIC = re.compile(
+    r"[ \t]*(?:pip|conda|mamba|cd|ls|mkdir|cat|env|load_ext|matplotlib|run|timeit|time|rm|cp|mv|autoreload|config|"
+    r"who|whos|reset|pwd|bookmark|pycat|writefile|sx|system)[ \t]+\S"
+)
 # An assignment from a magic or shell escape (`files = !ls`, `t = %timeit -o f()`).
 _ASSIGN_FROM_ESCAPE = re.compile(r"[ \t]*[\w.,()\[\] \t]+=[ \t]*(?:%\w|!)")
 # Help after a name (`model?`, `nn.Linear??`, `torch.*Tensor?`, `%timeit?`), which IPython
@@ -259,9 +264,23 @@ def _writes_python_module(arguments: str) -> bool:
 
 
 def _is_ipython_line(line: str, previous: list[str]) -> bool:
-    if not (_ESCAPE.match(line) or _ASSIGN_FROM_ESCAPE.match(line) or _HELP_AFTER.match(line)):
+    if not (_ESCAPE.match(line) or _ASSIGN_FROM_ESCAPE.match(line) or _HELP_AFTER.match(line) or _automagic(line)):
         return False
     return _starts_statement(previous)
+
+
+def _automagic(line: str) -> bool:
+    """A line magic written without its `%` (`pip install timm`, `matplotlib inline`): IPython
+    runs it so (automagic, on by default) where the line is no valid Python."""
+    if not _AUTOMAGIC.match(line):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(line.strip(), "<line>", "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError:
+        return True
+    return False
 
 
 def _starts_statement(previous: list[str]) -> bool:
