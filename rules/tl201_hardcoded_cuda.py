@@ -100,7 +100,13 @@ class HardcodedCuda(TorchRule):
     (assigned `torch.device(...)`, a device string, or a choice between them): a local
     variable, a parameter annotated `torch.device` or defaulting to a device, `self.device`
     set so in `__init__` (or given by Lightning), an `args.device` the script sets so, a
-    module-level variable. Otherwise it defines
+    module-level variable. Of those it never reuses one that may hold another device on
+    purpose, judged from every binding of the variable, not its name: a binding to the CPU
+    or another non-CUDA device (`target = "cpu"`), or a choice whose test does not ask
+    whether a GPU is there (`torch.device("cpu") if cpu_gather else torch.device("cuda")`).
+    A choice whose test calls `torch.cuda.is_available()` (or `device_count()`, or another
+    accelerator's availability), directly or through a name bound to such a test, with a
+    CUDA branch, means "the GPU when there is one" and is reused. Otherwise it defines
     `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` once, after the
     imports, as a change of its own beside the call; where that definition would not be
     seen (another binding of `device`), it writes the conditional expression in place.
@@ -108,8 +114,8 @@ class HardcodedCuda(TorchRule):
     `self.device`), never a global one: the caller places the module. `torch.device("cuda:0")`
     and a device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
 
-    The fix is safe when the device it uses is one it defines or one the code sets to a
-    CUDA choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
+    The fix is safe when the device it uses is one it defines or one every binding of which
+    is CUDA or such an availability choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
     both mean the current device; `Module.to` moves in place and returns the module as
     `Module.cuda` does, so moving a model before or after building its optimizer is
     unaffected). It is unsafe when it reuses a device whose value it cannot see (a
