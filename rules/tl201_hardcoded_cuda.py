@@ -106,16 +106,27 @@ class HardcodedCuda(TorchRule):
     (assigned `torch.device(...)`, a device string, or a choice between them): a local
     variable, a parameter annotated `torch.device` or defaulting to a device, `self.device`
     set so in `__init__` (or given by Lightning), an `args.device` the script sets so, a
-    module-level variable. Otherwise it defines
+    module-level variable. Of those it never reuses one that may hold another device on
+    purpose, judged from every binding of the variable, not its name: a binding to the CPU
+    or another non-CUDA device (`target = "cpu"`), or a choice whose test does not ask
+    whether a GPU is there (`torch.device("cpu") if cpu_gather else torch.device("cuda")`).
+    A choice whose test calls `torch.cuda.is_available()` (or `device_count()`, or another
+    accelerator's availability), directly or through a name bound to such a test, with a
+    CUDA branch, means "the GPU when there is one" and is reused. Otherwise it defines
     `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` once, after the
     imports, as a change of its own beside the call; where that definition would not be
     seen (another binding of `device`), it writes the conditional expression in place.
+    Its code uses only names bound before it as the program runs (a notebook's cells top to
+    bottom): where no module-level import binds `torch` before the top-level statement that
+    holds the call (a cell before the one that imports torch, or a function defined there),
+    it writes the conditional expression and imports torch just before that statement, in
+    the same cell; the device definition goes only after the import of torch.
     In `forward` of an `nn.Module` it uses only a device known there (a parameter,
     `self.device`), never a global one: the caller places the module. `torch.device("cuda:0")`
     and a device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
 
-    The fix is safe when the device it uses is one it defines or one the code sets to a
-    CUDA choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
+    The fix is safe when the device it uses is one it defines or one every binding of which
+    is CUDA or such an availability choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
     both mean the current device; `Module.to` moves in place and returns the module as
     `Module.cuda` does, so moving a model before or after building its optimizer is
     unaffected). It is unsafe when it reuses a device whose value it cannot see (a
@@ -242,7 +253,7 @@ class HardcodedCuda(TorchRule):
                     args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
                 unsafe = index is not None or applicability is Applicability.UNSAFE
-                fix = Fix(f"Use `.to({expression})`", {node: new, **changes}, Applicability.UNSAFE if unsafe else Applicability.SAFE)
+                fix = Fix(f"Use `.to({expression})`", self._changes(node, {node: new}, changes), Applicability.UNSAFE if unsafe else Applicability.SAFE)
         self.report(func.attr, self.message.format(what=what), fix=fix)
 
     def _report_string(self, string: cst.SimpleString, call: cst.Call) -> None:
@@ -256,7 +267,7 @@ class HardcodedCuda(TorchRule):
                 unsafe = index is not None or applicability is Applicability.UNSAFE
                 fix = Fix(
                     f"Use `{expression}`",
-                    {string: cst.parse_expression(expression), **changes},
+                    self._changes(call, {string: cst.parse_expression(expression)}, changes),
                     Applicability.UNSAFE if unsafe else Applicability.SAFE,
                 )
         keyword = next((a.keyword.value for a in call.args if a.value is string and a.keyword is not None), None)
@@ -293,11 +304,54 @@ class HardcodedCuda(TorchRule):
         if torch is None or devices.in_module_forward(node):
             return None  # in `forward`, the device is where the caller put the module
         if not devices.can_define_device(node):
-            return f'"cuda" if {torch}.cuda.is_available() else "cpu"', {}, Applicability.SAFE
+            changes: dict = {}
+            if not self._torch_bound_before(node, torch):
+                # A notebook cell (or a script) before the one that imports torch: the fix
+                # imports it itself, just before the statement, where nothing shadows it.
+                statement = self._top_statement(node)
+                if statement is None or self._bound_in_a_function(node, torch):
+                    return None
+                changes[_IMPORT_FIRST] = statement
+            return f'"cuda" if {torch}.cuda.is_available() else "cpu"', changes, Applicability.SAFE
         anchor = devices.definition_anchor()
         definition = cst.parse_statement(f'device = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")\n')
         definition = definition.with_changes(leading_lines=[cst.EmptyLine()])
         return "device", {anchor: cst.FlattenSentinel([anchor, definition])}, Applicability.SAFE
+
+    def _changes(self, node: cst.CSTNode, local: dict, changes: dict) -> dict:
+        """The changes of a fix: ``local`` (the rewrite at ``node``) and ``changes`` (the
+        device definition); with ``_IMPORT_FIRST``, the statement holding ``node`` rewritten
+        and preceded by the import of torch, as one change (an outer change wins over the
+        ones inside it)."""
+        statement = changes.get(_IMPORT_FIRST)
+        if statement is None:
+            return {**local, **changes}
+        rewritten = statement
+        for old, new in local.items():
+            rewritten = rewritten.deep_replace(old, new)
+        torch = self.semantic.torch_alias
+        spelled = "import torch\n" if torch == "torch" else f"import torch as {torch}\n"
+        return {statement: cst.FlattenSentinel([cst.parse_statement(spelled), rewritten])}
+
+    def _torch_bound_before(self, node: cst.CSTNode, torch: str) -> bool:
+        """Whether a module-level import binds ``torch`` before the top-level statement that
+        holds ``node``: in a notebook run top to bottom, and in a script, the name exists
+        there (code in a function counts from the function's definition: it may run as
+        soon as it is defined)."""
+        statement = self._top_statement(node)
+        if statement is None:
+            return False
+        start = self.semantic.start_key(statement)
+        return any(self.semantic.start_key(b) < start for b in self.semantic.devices._bindings(node, torch, local=False))
+
+    def _bound_in_a_function(self, node: cst.CSTNode, torch: str) -> bool:
+        return bool(self.semantic.devices._bindings(node, torch, local=True))
+
+    def _top_statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        for ancestor in self.semantic.ancestors(node):
+            if isinstance(self.semantic.parent(ancestor), cst.Module) and isinstance(ancestor, cst.BaseStatement):
+                return ancestor
+        return None
 
     def _fall_back_to_cpu(self, string: cst.SimpleString) -> Fix | None:
         torch = self.semantic.torch_alias
@@ -308,6 +362,10 @@ class HardcodedCuda(TorchRule):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
+
+
+# A key of a device's changes (``_device``): the statement before which torch is imported.
+_IMPORT_FIRST = object()
 
 
 def _compared(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:

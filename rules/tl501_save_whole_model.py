@@ -59,7 +59,15 @@ class SaveWholeModel(TorchRule):
     file calls `torch.load` and uses the result other than as an argument of
     `load_state_dict(...)` (for example `torch.load(path, weights_only=False)` then `.eval()`),
     there is no fix: changing the save without the load would break the program, and which
-    load reads which file is not known. A dict bound to a name that is used again besides the
+    load reads which file is not known. Nor is there one when another file of the project
+    (any Python file or notebook under the project root, whether or not it imports this one)
+    reads the part of a `torch.load` result that the save puts the module in as a module:
+    calls it, reads an attribute that a mapping lacks (`ckpt["model"].eval()`,
+    `.parameters()`), or passes it to a function other than `load_state_dict` (a name bound
+    to the loaded value or entry counts as it). The part is matched by the dict key the
+    module is saved under, or the loaded object itself for a bare module; which path each
+    load reads is not compared. In a project with more files than torchlint reads for this
+    (5000), those readers are unknown and the fix is unsafe. A dict bound to a name that is used again besides the
     save gets no fix either. The fix of a helper's parameter is unsafe: that its callers pass
     modules is known only of the callers torchlint sees (code outside the project, or beyond
     what the index reads, may call the helper with something else). The fixes of the shapes
@@ -88,19 +96,19 @@ class SaveWholeModel(TorchRule):
         if obj is None or self._is_in_memory_buffer(_argument(node, 1, "f")) or self._round_trip(node):
             return
         if self._is_module(obj):
-            self._report(obj, self.message, fixable=True)
+            self._report(obj, self.message, fixable=True, key="")
             return
         if self._given_modules(obj) or self._derived_module(obj):
-            self._report(obj, self.message, fixable=True, safe=False)
+            self._report(obj, self.message, fixable=True, key="", safe=False)
             return
         saved, fixable = self._saved_container(obj)
-        for value, in_sequence in _held_values(saved):
-            message = self.sequence_message if in_sequence else self.dict_message
+        for value, key in _held_values(saved):
+            message = self.dict_message if key is not None else self.sequence_message
             if self._is_module(value):
                 # A list or tuple is a shape whose readers torchlint does not follow: unsafe.
-                self._report(value, message, fixable, safe=not in_sequence)
+                self._report(value, message, fixable, key, safe=key is not None)
             elif self._given_modules(value) or self._derived_module(value):
-                self._report(value, message, fixable, safe=False)
+                self._report(value, message, fixable, key, safe=False)
 
     def _is_module(self, expr: cst.BaseExpression) -> bool:
         if self.semantic.kind(expr) is Kind.MODULE:
@@ -200,16 +208,33 @@ class SaveWholeModel(TorchRule):
                 return values[0], len(assignments) == 1 and len(assignments[0].references) == 1
         return None, False
 
-    def _report(self, value: cst.BaseExpression, message: str, fixable: bool, safe: bool = True) -> None:
-        if not fixable or self._loads_may_read_a_module:
+    def _report(self, value: cst.BaseExpression, message: str, fixable: bool, key: str | None, safe: bool = True) -> None:
+        read_elsewhere = self._project_reads_as_module(key) if fixable else False
+        if not fixable or self._loads_may_read_a_module or read_elsewhere:
             self.report(value, message)
             return
+        if read_elsewhere is None:
+            safe = False  # the project's loaders are not all known
         wrapped = value
         if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
             wrapped = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         state_dict = cst.Call(func=cst.Attribute(value=wrapped, attr=cst.Name("state_dict")))
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         self.report(value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}, applicability))
+
+    def _project_reads_as_module(self, key: str | None) -> bool | None:
+        """Whether a file of the project reads, as a module, the part of a ``torch.load``
+        result that the save puts the module in: ``key`` "" the saved object, a dict key
+        ("*": one not spelled as a string), None a place in a list or tuple. None: unknown
+        (a project too large to read)."""
+        loads = self.semantic.project_module_loads()
+        if loads is None:
+            return None
+        if key == "":
+            return "" in loads
+        if key is None or key == "*":
+            return any(read != "" for read in loads)
+        return key in loads or "*" in loads
 
     @cached_property
     def _loads_may_read_a_module(self) -> bool:
@@ -286,19 +311,29 @@ def _weights_only_false(load: cst.Call) -> bool:
 _CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
 
 
-def _held_values(saved: cst.BaseExpression | None, in_sequence: bool = False) -> Iterator[tuple[cst.BaseExpression, bool]]:
+def _held_values(
+    saved: cst.BaseExpression | None, key: str | None = "", top: bool = True
+) -> Iterator[tuple[cst.BaseExpression, str | None]]:
     """The values a saved dict, list or tuple literal holds, nested ones included, each with
-    whether a list or tuple holds it (at any depth)."""
+    the key of the saved dict it lies under ("*": a key not spelled as a string), or None
+    when a list or tuple holds it (at any depth)."""
     if isinstance(saved, cst.Dict):
-        values = [e.value for e in saved.elements if isinstance(e, cst.DictElement)]
+        entries = []
+        for element in saved.elements:
+            if isinstance(element, cst.DictElement):
+                name = element.key.evaluated_value if isinstance(element.key, cst.SimpleString) else "*"
+                name = name if isinstance(name, str) else "*"
+                entries.append((element.value, name if top else key))
+            # (a `**other` entry holds nothing this save spells)
     elif isinstance(saved, (cst.List, cst.Tuple)):
-        values = [e.value for e in saved.elements if isinstance(e, cst.Element)]
-        in_sequence = True
+        entries = [(e.value, None) for e in saved.elements if isinstance(e, cst.Element)]
     else:
         return
-    for value in values:
+    for value, held_under in entries:
+        if key is None:
+            held_under = None  # inside a list or tuple
         if isinstance(value, _CONTAINERS):
-            yield from _held_values(value, in_sequence)
+            yield from _held_values(value, held_under, top=False)
         else:
-            yield value, in_sequence
+            yield value, held_under
 

@@ -460,3 +460,45 @@ def test_a_fix_that_reaches_into_another_cell_is_dropped():
     result = lint(nb, rules=[rule_by_code("TL201")], fix=True)
     assert where(result) == [("TL201", 2, 2, 15)] and result.findings[0].fix is None
     assert result.fixed_source == jupyter(nb)
+
+
+def _names_undefined_top_to_bottom(data: bytes) -> set[str]:
+    """pyflakes' undefined names of the notebook's code cells joined in order (as its kernel
+    runs them top to bottom: a name used before the cell that binds it is undefined)."""
+    from pyflakes import api, messages
+    from pyflakes.reporter import Reporter
+
+    class Collect(Reporter):
+        def __init__(self) -> None:
+            self.found: set[str] = set()
+
+        def unexpectedError(self, filename, message) -> None:
+            raise AssertionError(message)
+
+        def syntaxError(self, filename, message, lineno, offset, text) -> None:
+            raise AssertionError(message)
+
+        def flake(self, message) -> None:
+            if isinstance(message, (messages.UndefinedName, messages.UndefinedLocal)):
+                self.found.add(message.message_args[0])
+
+    reporter = Collect()
+    code_cells = [c for c in json.loads(data)["cells"] if c["cell_type"] == "code"]
+    api.check("\n\n".join("".join(c["source"]) for c in code_cells) + "\n", "<notebook>", reporter)
+    return reporter.found
+
+
+def test_a_fix_in_a_cell_before_the_torch_import_imports_torch_itself():
+    """The first `.cuda()` runs two cells before `import torch`: its fix may use only names of
+    the cells before it, so it imports torch in its own cell; the cells after the import get
+    the device defined after it. Run top to bottom, the fixed notebook names nothing undefined."""
+    data = (NOTEBOOKS / "torch_imported_late.ipynb").read_bytes()
+    assert _names_undefined_top_to_bottom(data) == set()
+    result = lint(data, [rule_by_code("TL201")], fix=True)
+    assert [(f.cell, f.start.row) for f in lint(data, [rule_by_code("TL201")]).findings] == [(3, 1), (4, 3), (5, 1)]
+    assert result.fixed_source == (NOTEBOOKS / "torch_imported_late.fixed.ipynb").read_bytes()
+    assert _names_undefined_top_to_bottom(result.fixed_source) == set()
+    safe_only = lint_notebook(data, [rule_by_code("TL201")], FixMode.SAFE, False).fixed_source
+    assert safe_only == result.fixed_source  # every one of those fixes is safe
+    again = lint(result.fixed_source, [rule_by_code("TL201")], fix=True)
+    assert where(again) == [] and again.fixed_source == result.fixed_source

@@ -611,3 +611,58 @@ def test_a_caller_in_another_file_that_backpropagates_the_result_makes_it_unknow
     index = build_index([tmp_path / "metrics.py"], tmp_path)
     assert index.view(tmp_path / "metrics.py").callers_backprop("predict") is True
     assert "TL402" not in run(*args).output
+
+
+def test_summary_keeps_what_is_read_as_a_module_of_a_load():
+    summary = summarize(
+        "import torch\nfrom torch import load as read\n\n"
+        "ck = torch.load('a')\nnet = ck['model']\n\n\n"
+        "def resume(model, key):\n"
+        "    net.eval()\n"  # a global bound from a load's entry
+        "    read('b')['generator'](1)\n"  # called, through an alias
+        "    sd = torch.load('c')\n"
+        "    model.load_state_dict(sd['weights'])\n"  # read as weights: not kept
+        "    print(sd['epoch'], len(sd))\n"
+        "    start = sd['step'] + 1\n"
+        "    sd.items()\n"
+        "    return helper(sd[key])\n\n\n"  # passed on, under a key not spelled: "*"
+        "whole = torch.load('d')\nwhole.parameters()\n"
+        "other = torch.load('e')\nother = make()\nother.eval()\n"  # rebound: no longer the load
+    )
+    assert summary.module_loads == ("", "*", "generator", "model")
+
+
+def test_a_checkpoint_loader_anywhere_in_the_project_decides_the_fix(tmp_path):
+    """A loader in a folder that imports nothing of the saving file, read from the cache and
+    after it changes: the fix is safe while the loader reads the entry as weights, and gone
+    once it reads it as a module."""
+    project = _copy("checkpoint_loaded_as_weights", tmp_path / "p")
+    os.chdir(project)
+    args = ("check", "--select", "TL501", "--output-format", "json", "--exit-zero", "-j", "1", ".")
+
+    def applicability():
+        import json
+
+        return [(f["location"]["row"], f["fix"] and f["fix"]["applicability"]) for f in json.loads(run(*args).output)]
+
+    assert applicability() == [(6, "safe")]
+    assert applicability() == [(6, "safe")]  # from the cache
+    (project / "scripts").mkdir()
+    (project / "scripts" / "show.py").write_text(
+        "import torch\n\nnet = torch.load('last.pt', weights_only=False)['model']\nprint(net.training)\n"
+    )
+    assert applicability() == [(6, None)]
+    (project / "scripts" / "show.py").write_text("import torch\n\nprint(torch.load('last.pt')['model'].keys())\n")
+    assert applicability() == [(6, "safe")]
+
+
+def test_a_project_too_large_to_read_makes_the_fix_unsafe(tmp_path, monkeypatch):
+    from torchlint.semantic import project as project_index
+
+    monkeypatch.setattr(project_index, "MAX_LOADER_FILES", 1)
+    project = _copy("checkpoint_loaded_as_weights", tmp_path / "p")
+    before = (project / "train.py").read_text()
+    run("check", "--no-cache", "--select", "TL501", "--fix", "--exit-zero", "-j", "1", str(project))
+    assert (project / "train.py").read_text() == before
+    run("check", "--no-cache", "--select", "TL501", "--fix", "--unsafe-fixes", "--exit-zero", "-j", "1", str(project))
+    assert (project / "train.py").read_text() == (PROJECTS / "checkpoint_loaded_as_weights" / "train.fixed.py").read_text()

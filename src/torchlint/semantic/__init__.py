@@ -622,6 +622,12 @@ class SemanticModel:
             return self.project.method_callers_backprop(function.name.value)
         return None
 
+    def project_module_loads(self) -> tuple[str, ...] | None:
+        """What the project's files read as a module of what ``torch.load`` gives them: ""
+        the loaded object, a key of it, "*" a key not spelled as a string
+        (``ProjectView.module_loads``); () without a project index, None when unknown."""
+        return self.project.module_loads() if self.project is not None else ()
+
     def param_given_modules(self, name: cst.Name) -> bool:
         """An unannotated parameter of a top-level function of this file to which every call
         of the function, in this file and in the project's other files (the project index),

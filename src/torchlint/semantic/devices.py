@@ -29,7 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 from libcst.metadata import GlobalScope
@@ -92,6 +92,13 @@ _COLLECTIVES = frozenset(
 )
 # The temporary folders pytest gives a test: what a test loads from there, it wrote.
 _TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_dir", "tmp_path_factory"})
+# What a device value means (``DeviceFacts.meaning``).
+ACCELERATOR, OTHER, UNKNOWN = "accelerator", "other", "unknown"
+# Calls that ask whether an accelerator is there.
+_AVAILABILITY_CALLS = frozenset(
+    {"torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available", "torch.xpu.is_available",
+     "torch.accelerator.is_available", "torch.accelerator.device_count"}
+)
 _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|cpu|mps|xpu)$")
 # Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
@@ -406,15 +413,19 @@ class DeviceFacts:
         for name in names:
             local = self._bindings(node, name, local=True)
             if local and min(map(self.model.start_key, local)) < self.model.start_key(node):
-                if all(map(self._binds_device, local)):
-                    return DeviceInScope(name, self._holds_cuda(local))
-                return None  # the local hides any other `device`
+                if not all(map(self._binds_device, local)):
+                    return None  # the local hides any other `device`
+                meaning = self._bindings_meaning(local)
+                if meaning != OTHER:
+                    return DeviceInScope(name, meaning == ACCELERATOR)
+                continue  # it may hold another device on purpose: never reused
         self_device = self._self_device(node)
         if self_device is not None:
             return self_device
         for holder, values in sorted(self.device_holders.items(), key=lambda item: item[0]):
             if self._bindings(node, holder) and all(v is not None and self.is_device_value(v) for v in values):
-                return DeviceInScope(f"{holder}.device", False)  # the command line may set it too
+                if _combine(self.meaning(v) for v in values) != OTHER:
+                    return DeviceInScope(f"{holder}.device", False)  # the command line may set it too
         if self.in_module_forward(node):
             return None
         for name in names:
@@ -424,8 +435,61 @@ class DeviceFacts:
             in_function = self.model.enclosing_function(node) is not None
             usable = [b for b in module_level if in_function or self.model.start_key(b) < self.model.start_key(node)]
             if usable and all(map(self._binds_device, module_level)):
-                return DeviceInScope(name, self._holds_cuda(usable))
+                meaning = self._bindings_meaning(module_level if in_function else usable)
+                if meaning != OTHER:
+                    return DeviceInScope(name, meaning == ACCELERATOR)
         return None
+
+    def meaning(self, value: cst.BaseExpression | None, depth: int = 0) -> str:
+        """What a device value means, from its structure: ``ACCELERATOR`` the GPU when there
+        is one (a CUDA device, or a choice whose test asks whether a GPU is available,
+        ``torch.device("cuda" if torch.cuda.is_available() else "cpu")``, directly or through
+        a name bound to such a test); ``OTHER`` a device that may be another one on purpose
+        (``"cpu"``, ``"cpu" if cpu_gather else "cuda"``); ``UNKNOWN`` a value it cannot see
+        (``torch.device(args.device)``, a parameter)."""
+        if value is None or depth > 6:
+            return UNKNOWN
+        if isinstance(value, cst.SimpleString):
+            text = str(value.evaluated_value)
+            if not _DEVICE_STRING.match(text):
+                return UNKNOWN
+            return ACCELERATOR if text.startswith("cuda") else OTHER
+        if isinstance(value, cst.FormattedString):  # f"cuda:{local_rank}"
+            first = value.parts[0] if value.parts else None
+            if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda"):
+                return ACCELERATOR
+            return UNKNOWN
+        if isinstance(value, cst.Call):
+            if self.model.qualified_name(value.func) != "torch.device":
+                return UNKNOWN
+            return self.meaning(_argument(value, 0, "type"), depth + 1)
+        if isinstance(value, cst.IfExp):
+            branches = (self.meaning(value.body, depth + 1), self.meaning(value.orelse, depth + 1))
+            if ACCELERATOR in branches and UNKNOWN not in branches and self.asks_availability(value.test):
+                return ACCELERATOR
+            return _combine(branches)
+        if isinstance(value, cst.Name):
+            values = self.model.values(value)
+            return _combine(self.meaning(v, depth + 1) for v in values) if values else UNKNOWN
+        return UNKNOWN
+
+    def asks_availability(self, test: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether ``test`` calls ``torch.cuda.is_available()`` (or asks the device count, or
+        another accelerator's availability), or reads a name every value of which does."""
+        if depth > 4:
+            return False
+        for call in self.model.calls_in(test):
+            if self.model.qualified_name(call.func) in _AVAILABILITY_CALLS:
+                return True
+        for name in _names(test):
+            values = self.model.values(name)
+            if values and all(self.asks_availability(v, depth + 1) for v in values):
+                return True
+        return False
+
+    def _bindings_meaning(self, bindings: list[cst.CSTNode]) -> str:
+        """The meaning (``meaning``) of a variable from its bindings: a parameter is unknown."""
+        return _combine(self.meaning(self.model.bound_values.get(b)) for b in bindings)
 
     def is_device_value(self, value: cst.BaseExpression) -> bool:
         """``torch.device(...)``, a device string (``"cuda:0"``, ``"cpu"``), or a conditional
@@ -491,10 +555,6 @@ class DeviceFacts:
             return []
         return [a.node for a in scope[name] if local is None or isinstance(a.scope, GlobalScope) != local]
 
-    def _holds_cuda(self, bindings: list[cst.CSTNode]) -> bool:
-        values = [self.model.bound_values.get(b) for b in bindings]
-        return all(v is not None and "cuda" in self.code(v) for v in values)
-
     def _self_device(self, node: cst.CSTNode) -> DeviceInScope | None:
         function = self.model.enclosing_function(node)
         params = function.params.params if function is not None else ()
@@ -506,7 +566,10 @@ class DeviceFacts:
             in_init_before = function.name.value != "__init__" or self.model.start_key(assigned) < self.model.start_key(node)
             values = info.attribute_values.get("device", [])
             if in_init_before and values and all(map(self.is_device_value, values)):
-                return DeviceInScope("self.device", all("cuda" in self.code(v) for v in values))
+                meaning = _combine(map(self.meaning, values))
+                if meaning != OTHER:
+                    return DeviceInScope("self.device", meaning == ACCELERATOR)
+                return None  # it may hold another device on purpose
         if any(base.endswith("LightningModule") for base in info.base_names):
             return DeviceInScope("self.device", False)
         return None
@@ -749,6 +812,15 @@ class _Collector:
             and call.func is attribute
         )
         return not (placed and name.value == "cuda")
+
+
+def _combine(meanings: Iterable[str]) -> str:
+    """The meaning of a variable from those of its values: any ``OTHER`` makes it other;
+    all ``ACCELERATOR`` (at least one), the accelerator; else unknown."""
+    found = set(meanings)
+    if OTHER in found:
+        return OTHER
+    return ACCELERATOR if found == {ACCELERATOR} else UNKNOWN
 
 
 def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:

@@ -37,6 +37,10 @@ MAX_EXTRA_FILES = 2000
 # Files beside the linted ones (their folders up to the project root) read for the calls they
 # make of the linted files' functions.
 MAX_SIBLING_FILES = 500
+# Files of the project looked at for loads of a checkpoint read as a module (TL501's readers).
+MAX_LOADER_FILES = 5000
+# Folders under a project root that hold no code of the project.
+_NOT_PROJECT_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"})
 _MAX_RESOLUTION = 12  # re-export chains and class hierarchies followed in one question
 
 _BUILTINS = frozenset(dir(builtins))
@@ -123,6 +127,10 @@ class ModuleSummary:
     method_calls: tuple[tuple[str, str, bool], ...] = ()
     method_references: tuple[str, ...] = ()
     star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
+    # What the file reads as a module of what ``torch.load`` gives (``_Sites._module_read``):
+    # "" the loaded object itself, a key of it (``ckpt["model"].eval()``), "*" a key not
+    # spelled as a string.
+    module_loads: tuple[str, ...] = ()
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -304,6 +312,7 @@ class _Summarizer:
             method_calls=tuple(dict.fromkeys(sites.method_calls)),
             method_references=tuple(dict.fromkeys(sites.method_references)),
             star_imports=tuple(dict.fromkeys(self.stars)),
+            module_loads=tuple(sorted(sites.module_loads)),
         )
 
     def _summarize(self, body: list[ast.stmt], classes: list, functions: list, sites: _Sites) -> None:
@@ -584,6 +593,7 @@ class _Sites(ast.NodeVisitor):
         self.scopes: list[ast.AST] = []  # enclosing classes and functions
         self.called: set[int] = set()  # the callees of calls: not references
         self.discarded: set[int] = set()  # calls that are statements: their results thrown away
+        self.module_loads: set[str] = set()  # (``ModuleSummary.module_loads``)
 
     # ``ast.NodeVisitor``'s walk, with each node type's method looked up once (``visit`` builds
     # and looks up its name at every node) and the fields read without ``iter_fields``'
@@ -633,13 +643,15 @@ class _Sites(ast.NodeVisitor):
         if self.scopes:
             self._walk_body(node)
         else:  # a top-level function's calls depend on its text, and on what module-level names were built by
-            calls, references, method_calls, method_references = self.summarizer.remembered(
-                "sites", node, tuple(self.module_body.built.items()), lambda: self._body_sites(node)
+            calls, references, method_calls, method_references, loads = self.summarizer.remembered(
+                "sites", node, (tuple(self.module_body.built.items()), tuple(self.module_body.loaded.items())),
+                lambda: self._body_sites(node),
             )
             self.calls.extend(calls)
             self.references.extend(references)
             self.method_calls.extend(method_calls)
             self.method_references.extend(method_references)
+            self.module_loads.update(loads)
         self.body, self.grad_withs = saved
 
     def _walk_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -648,15 +660,16 @@ class _Sites(ast.NodeVisitor):
             self.visit(statement)
         self.scopes.pop()
 
-    def _body_sites(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list, list, list, list]:
-        """The calls and references a function's body adds, walked on their own."""
-        outer = self.calls, self.references, self.method_calls, self.method_references
-        self.calls, self.references, self.method_calls, self.method_references = [], [], [], []
+    def _body_sites(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list, list, list, list, set[str]]:
+        """The calls, references, method calls and module reads of loads a function's body
+        adds, walked on their own."""
+        outer = self.calls, self.references, self.method_calls, self.method_references, self.module_loads
+        self.calls, self.references, self.method_calls, self.method_references, self.module_loads = [], [], [], [], set()
         try:
             self._walk_body(node)
-            return self.calls, self.references, self.method_calls, self.method_references
+            return self.calls, self.references, self.method_calls, self.method_references, self.module_loads
         finally:
-            self.calls, self.references, self.method_calls, self.method_references = outer
+            self.calls, self.references, self.method_calls, self.method_references, self.module_loads = outer
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -728,6 +741,37 @@ class _Sites(ast.NodeVisitor):
         self.generic_visit(node)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             self.body.built[node.targets[0].id] = self._built(node.value)
+            key = self._loaded_key(node.value)
+            if key is None:
+                self.body.loaded.pop(node.targets[0].id, None)
+            else:
+                self.body.loaded[node.targets[0].id] = key
+
+    # --- what is read as a module of what ``torch.load`` gives
+
+    def _loaded_key(self, expr: ast.expr) -> str | None:
+        """Which part of a ``torch.load`` result ``expr`` is: "" the whole, a key, "*" a key
+        not spelled as a string; None when it is not one (as far as names in order show)."""
+        if isinstance(expr, ast.Name):
+            if self.body is self.module_body:
+                return self.body.loaded.get(expr.id)
+            return self.body.loaded.get(expr.id, self.module_body.loaded.get(expr.id))
+        if isinstance(expr, ast.Call):
+            return "" if self.summarizer.qualify(expr.func) == "torch.load" else None
+        if isinstance(expr, ast.Subscript):
+            base = self._loaded_key(expr.value)
+            if base != "":
+                return base  # None, or a part of an entry: the entry
+            key = expr.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+        return None
+
+    def _module_read(self, expr: ast.expr) -> None:
+        """``expr`` is used as a module may be (called, an attribute other than a mapping's
+        read, passed to a function): if it is a part of a load, that part is kept."""
+        key = self._loaded_key(expr)
+        if key is not None:
+            self.module_loads.add(key)
 
     def _built(self, value: ast.expr) -> str:
         # A global read in a function: what the module level built last (a name the function
@@ -738,6 +782,13 @@ class _Sites(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.called.add(id(node.func))
         self.generic_visit(node)
+        func = node.func
+        self._module_read(func)  # checkpoint["model"](x)
+        if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict") and (
+            not isinstance(func, ast.Name) or func.id not in _INSPECTING_BUILTINS
+        ):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                self._module_read(arg.value if isinstance(arg, ast.Starred) else arg)
         target = self.summarizer.callable_name(node.func)
         if target is not None and not any(isinstance(a, ast.Starred) for a in node.args):
             self.calls.append(
@@ -773,6 +824,8 @@ class _Sites(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.ctx, ast.Load) and id(node) not in self.called:
             self.method_references.append(node.attr)
+        if node.attr not in _MAPPING_METHODS:
+            self._module_read(node.value)  # checkpoint["model"].eval()
         if isinstance(node.ctx, ast.Load) and id(node) not in self.called and _dotted(node) is not None:
             self._reference(node)
             return
@@ -791,10 +844,20 @@ class _Body:
     grad: bool  # gradients off (or deliberately on) around the whole body
     modes: list[str] = field(default_factory=list)
     built: dict[str, str] = field(default_factory=dict)  # local name -> the call that built it
+    loaded: dict[str, str] = field(default_factory=dict)  # local name -> the part of a load it holds
     grad_statement: bool = False  # torch.set_grad_enabled(False) so far
 
     def copy(self) -> _Body:
-        return replace(self, modes=list(self.modes), built=dict(self.built))
+        return replace(self, modes=list(self.modes), built=dict(self.built), loaded=dict(self.loaded))
+
+
+# What a state dict (a mapping) answers: reading these of a loaded entry is no module use.
+_MAPPING_METHODS = frozenset(
+    {"keys", "items", "values", "get", "copy", "pop", "popitem", "update", "setdefault", "clear", "move_to_end",
+     "__contains__", "__getitem__", "__len__", "__iter__"}
+)
+# Builtins that look at any value alike: passing a loaded entry to them is no module use.
+_INSPECTING_BUILTINS = frozenset({"print", "len", "isinstance", "type", "repr", "str", "sorted", "list", "dict", "set", "iter"})
 
 
 def _top_level_imports(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -945,6 +1008,7 @@ class ProjectIndex:
     # the files that read an attribute of that name other than by calling it.
     _method_sites: dict[str, list[tuple[Path, str, bool]]] | None = field(default=None, repr=False)
     _method_refs: dict[str, set[Path]] | None = field(default=None, repr=False)
+    _module_loads: dict[Path, tuple[str, ...] | None] = field(default_factory=dict, repr=False)
     # A lazy index (a command-line run) summarises the files the linted ones import only when
     # a question reaches them. ``cache_root``: where summaries are cached, if anywhere.
     lazy: bool = False
@@ -1020,6 +1084,38 @@ class ProjectIndex:
         """Whether some file of the index uses the function other than by calling it."""
         self._link_callers()
         return (path, name) in self._referenced
+
+    def module_loads(self, path: Path) -> tuple[str, ...] | None:
+        """What the project's files (every Python file and notebook under the root, or under
+        the folder of ``path`` when it lies outside the root) read as a module of what
+        ``torch.load`` gives them (``ModuleSummary.module_loads``), whoever saved it; None
+        when there are more files than are read (``MAX_LOADER_FILES``): unknown."""
+        top = self.root if self.root in path.parents else path.parent
+        if top not in self._module_loads:
+            self._module_loads[top] = self._scan_loads(top)
+        return self._module_loads[top]
+
+    def _scan_loads(self, top: Path) -> tuple[str, ...] | None:
+        found: set[str] = set()
+        files = 0
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT_FOLDERS)
+            for name in sorted(names):
+                if not name.endswith((".py", ".ipynb")):
+                    continue
+                files += 1
+                if files > MAX_LOADER_FILES:
+                    return None
+                path = Path(folder) / name
+                summary = self.summaries.get(path)
+                if summary is None:
+                    source = _read_file(path)
+                    if source is None or b"load" not in source:
+                        continue
+                    summary = self._summarizer()(source, path.suffix)
+                if summary is not None:
+                    found.update(summary.module_loads)
+        return tuple(sorted(found))
 
     def _link_callers(self) -> None:
         if self._callers is not None:
@@ -1736,12 +1832,17 @@ class ProjectView:
             kinds.append(kind)
         return kinds
 
+    def module_loads(self) -> tuple[str, ...] | None:
+        """What the project's files read as a module of what ``torch.load`` gives them
+        (``ProjectIndex.module_loads``); None: unknown."""
+        return self.index.module_loads(self.path)
+
 
 # What the semantic model asks a ProjectView: every fact from outside the file's source that a lint
 # can depend on (the other files, and the file's own name).
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
-    "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch",
+    "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch", "module_loads",
 )
 
 
@@ -1797,6 +1898,9 @@ class AskedView:
 
     def star_imports_torch(self, module: str) -> bool | None:
         return self._ask("star_imports_torch", module)
+
+    def module_loads(self) -> tuple[str, ...] | None:
+        return self._ask("module_loads")
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
