@@ -1,0 +1,80 @@
+"""What API-migration fixes share (TL801, TL803, TL804, TL805): the `from` import a name
+comes from, with every read of it, so that a fix that rewrites every use of an imported
+name to the new API also removes the import it would leave unused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import libcst as cst
+from libcst.metadata import ImportAssignment
+
+if TYPE_CHECKING:
+    from torchlint.rule import Replacement
+    from torchlint.semantic import SemanticModel
+
+
+@dataclass(frozen=True)
+class FromImport:
+    statement: cst.ImportFrom
+    alias: cst.ImportAlias
+    uses: tuple[cst.Name, ...]  # every read of the name it binds, in source order
+
+
+def from_import(semantic: SemanticModel, name: cst.CSTNode) -> FromImport | None:
+    """The ``from ... import`` that binds ``name`` (a read of it), when that is its only
+    binding, with every read of that binding; None otherwise (a name also assigned
+    elsewhere, in both branches of a ``try``, a parameter, ...)."""
+    if not isinstance(name, cst.Name):
+        return None
+    scope = semantic.scopes.get(name)
+    if scope is None:
+        return None
+    try:
+        accesses = scope.accesses[name]
+    except KeyError:
+        return None
+    referents = {r for access in accesses for r in access.referents}
+    if len(referents) != 1:
+        return None
+    (binding,) = referents
+    if not isinstance(binding, ImportAssignment) or not isinstance(binding.node, cst.ImportFrom):
+        return None
+    if len(scope[name.value]) != 1:  # bound elsewhere in the scope too
+        return None
+    statement = binding.node
+    if isinstance(statement.names, cst.ImportStar):
+        return None
+    alias = next((a for a in statement.names if _bound_name(a) == name.value), None)
+    if alias is None:
+        return None
+    uses = sorted((r.node for r in binding.references if isinstance(r.node, cst.Name)), key=semantic.start_key)
+    if len(uses) != len(binding.references):
+        return None  # a read that is not a plain name (a string annotation, `__all__`): keep the import
+    return FromImport(statement, alias, tuple(uses))
+
+
+def _bound_name(alias: cst.ImportAlias) -> str | None:
+    if alias.asname is not None:
+        target = alias.asname.name
+        return target.value if isinstance(target, cst.Name) else None
+    return alias.name.value if isinstance(alias.name, cst.Name) else None
+
+
+def drop_aliases(semantic: SemanticModel, statement: cst.ImportFrom, aliases: Iterable[cst.ImportAlias]) -> dict[cst.CSTNode, Replacement]:
+    """The change that removes ``aliases`` from the import: the statement's line when
+    nothing is left of it (and it stands alone on it), the statement when it shares its
+    line, else the import without them."""
+    drop = set(aliases)
+    assert not isinstance(statement.names, cst.ImportStar)
+    kept = [a for a in statement.names if a not in drop]
+    if kept:
+        last = kept[-1]
+        if statement.rpar is None or last is not statement.names[-1]:
+            kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return {statement: statement.with_changes(names=kept)}
+    line = semantic.parent(statement)
+    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+        return {line: cst.RemovalSentinel.REMOVE}
+    return {statement: cst.RemovalSentinel.REMOVE}
