@@ -37,6 +37,9 @@ class ApiSymbol:
     warns: bool | str = True
     torchfix: tuple[str, ...] = ()  # the TorchFix codes that find it
     note: str = ""  # how the replacement differs, for the message and the docs
+    # Whether the replacement takes the same arguments and does the same (the same function
+    # under its public name, or a rename): every use may be renamed, imports included.
+    drop_in: bool = False
 
 
 _RAISES = "removed: calling it raises (the tests check that instead)"
@@ -71,7 +74,7 @@ SYMBOLS: tuple[ApiSymbol, ...] = (
               note="or `torch.linalg.vector_norm` / `torch.linalg.matrix_norm`, which say which norm they compute"),
     ApiSymbol("torch.svd", DEPRECATED, "torch.linalg.svd", "1.8", "1.9", warns=_NO_WARNING, torchfix=("TOR101", "TOR103"),
               note="`torch.linalg.svd` returns `Vh`, not `V`, and takes `full_matrices=` instead of `some=`"),
-    ApiSymbol("torch.ger", DEPRECATED, "torch.outer", "1.8", "1.8", warns=_NO_WARNING, torchfix=("TOR101", "TOR103")),
+    ApiSymbol("torch.ger", DEPRECATED, "torch.outer", "1.8", "1.8", warns=_NO_WARNING, torchfix=("TOR101", "TOR103"), drop_in=True),
     ApiSymbol("torch.nn.UpsamplingNearest2d", DEPRECATED, "torch.nn.Upsample", "1.0", "1.0",
               warns="documented as deprecated; torch emits no warning", torchfix=("TOR101", "TOR103"),
               note='`torch.nn.Upsample(..., mode="nearest")`'),
@@ -92,14 +95,14 @@ SYMBOLS: tuple[ApiSymbol, ...] = (
     *(
         ApiSymbol(f"functorch.{name}", DEPRECATED, f"torch.func.{name}", "2.0", "2.0",
                   warns=True if name == "vmap" else "the same deprecation as `functorch.vmap`, which the test calls",
-                  torchfix=("TOR101", "TOR103"))
+                  torchfix=("TOR101", "TOR103"), drop_in=True)
         for name in ("vmap", "grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functionalize")
     ),
     # --- non-public aliases (TL805) ------------------------------------------------------
     ApiSymbol("torch.utils.data._utils.collate.default_collate", NON_PUBLIC, "torch.utils.data.default_collate", "1.11", None,
-              warns="a private path: it does not warn", torchfix=("TOR104", "TOR105")),
+              warns="a private path: it does not warn", torchfix=("TOR104", "TOR105"), drop_in=True),
     ApiSymbol("torch.utils.data._utils.collate.default_convert", NON_PUBLIC, "torch.utils.data.default_convert", "1.11", None,
-              warns="a private path: it does not warn", torchfix=("TOR104", "TOR105")),
+              warns="a private path: it does not warn", torchfix=("TOR104", "TOR105"), drop_in=True),
     # --- torch.cuda.amp (TL801) ----------------------------------------------------------
     ApiSymbol("torch.cuda.amp.autocast", AMP, "torch.amp.autocast", "2.0", "2.4", warns="needs CUDA",
               torchfix=("TOR101",), note='`torch.amp.autocast("cuda", ...)`'),
