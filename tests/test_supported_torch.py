@@ -144,3 +144,21 @@ def test_bad_target_torch_is_a_config_error(tmp_path):
     result = CliRunner().invoke(main, ["check", str(tmp_path / "a.py"), "--no-cache"])
     assert result.exit_code == 2
     assert "target-torch" in result.output and "pyproject.toml" in result.output
+
+
+def _tl502(tmp_path: Path) -> list[str]:
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "load.py"), "--no-cache", "--output-format", "json", "--select", "TL502"])
+    return [f["message"] for f in json.loads(result.output)]
+
+
+def test_torch_load_default_judged_by_the_oldest_supported_torch(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "load.py").write_text("import torch\nstate = torch.load('ckpt.pt')\nother = torch.load('b.pt', **options)\n")
+    assert _tl502(tmp_path) == []  # unknown: silent (torch 2.6 and later load safely by default)
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n")
+    declared_oldest.cache_clear()
+    found = _tl502(tmp_path)
+    assert len(found) == 1 and "supports 2.0" in found[0]  # `**options` may pass weights_only
+    (tmp_path / "requirements.txt").write_text("torch>=2.6\n")
+    declared_oldest.cache_clear()
+    assert _tl502(tmp_path) == []
