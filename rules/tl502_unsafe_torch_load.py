@@ -6,10 +6,15 @@ from torchlint.semantic.frameworks import TorchRule
 class UnsafeTorchLoad(TorchRule):
     """
     ## What it does
-    Finds `torch.load(..., weights_only=False)`, except where the file is one the code has
-    just written itself: a module cloned through an in-memory buffer
+    Finds `torch.load(..., weights_only=False)`, and `torch.load(...)` without `weights_only`
+    in a project that supports a torch older than 2.6 (its `target-torch`, or the lower
+    bound of its declared requirement on torch), where that is the default; except where
+    the file is one the code has just written itself: a module cloned through an in-memory buffer
     (`torch.save(model, buffer)` then `torch.load(buffer, weights_only=False)`), or a path a
     `torch.save` earlier in the same function writes (a test that saves and reloads a model).
+
+    Where the oldest supported torch is unknown, a call without `weights_only` is not
+    reported (on torch 2.6 and later it loads safely). Replaces TorchFix's TOR102 that way.
 
     Opt-in: `weights_only=False` is written on purpose (it is not the default since PyTorch
     2.6), and on real code it mostly reads the project's own checkpoints, datasets and
@@ -45,9 +50,13 @@ class UnsafeTorchLoad(TorchRule):
 
     code = "TL502"
     name = "unsafe-torch-load"
-    required_words = (("load",), ("weights_only",))
+    required_words = (("load",),)
     opt_in = True
     message = "`torch.load(..., weights_only=False)` unpickles the file, which can run arbitrary code"
+    message_default = (
+        "`torch.load` without `weights_only` unpickles the file on torch before 2.6 (this project "
+        "supports {oldest}), which can run arbitrary code; pass `weights_only=True`"
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.load") or self.semantic.devices.written_by_this_code(node):
@@ -56,3 +65,9 @@ class UnsafeTorchLoad(TorchRule):
             if arg.keyword is not None and arg.keyword.value == "weights_only":
                 if isinstance(arg.value, cst.Name) and arg.value.value == "False":
                     self.report(arg)
+                return
+        # No `weights_only` (and no `**kwargs` that may pass it): the default of the oldest
+        # torch the project supports decides; unknown stays silent.
+        oldest = self.semantic.oldest_torch
+        if oldest is not None and oldest < (2, 6) and not any(a.star == "**" for a in node.args):
+            self.report(node, self.message_default.format(oldest=f"{oldest[0]}.{oldest[1]}"))

@@ -1,7 +1,9 @@
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
+from torchlint.semantic import torch_api
 from torchlint.semantic.frameworks import TorchRule
+from torchlint.semantic.migration import drop_aliases, from_import
 
 # The deprecated callables, by qualified name, and their replacement in `torch.amp`.
 DEPRECATED = {
@@ -14,11 +16,10 @@ DEPRECATED = {
     "torch.cuda.amp.custom_bwd": "custom_bwd",
     "torch.cuda.amp.autocast_mode.custom_bwd": "custom_bwd",
 }
+# The torch version that first has each replacement (the API data: semantic/torch_api.py):
+# `torch.amp.autocast` 2.0, `GradScaler` 2.3, `custom_fwd` / `custom_bwd` 2.4.
+ADDED_IN = {name: torch_api.BY_NAME[f"torch.cuda.amp.{name}"].since for name in set(DEPRECATED.values())}
 # The parameters of the deprecated signatures, in order.
-# The replacements that recent torch added, by the version that added them: the fix cannot
-# know which torch a project supports, so it is safe only for `autocast` (in `torch.amp`
-# since 2.0).
-ADDED_IN = {"GradScaler": "2.3", "custom_fwd": "2.4", "custom_bwd": "2.4"}
 OLD_PARAMETERS = {
     "autocast": ("enabled", "dtype", "cache_enabled"),
     "GradScaler": ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"),
@@ -89,13 +90,7 @@ class DeprecatedCudaAmp(TorchRule):
         name = self._deprecated(node.func)
         if name is None:
             return
-        args = self._new_arguments(name, node.args, node.whitespace_before_args)
-        fix = None
-        torch = self.semantic.torch_alias
-        if args is not None and torch is not None:
-            new = node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=args)
-            fix = _fix(name, {node: new})
-        self.report(node, self._message(name), fix=fix)
+        self.report(node, self._message(name), fix=self._fix(node.func))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         # `@torch.cuda.amp.custom_fwd` uncalled: `@torch.amp.custom_fwd(device_type="cuda")`.
@@ -104,12 +99,48 @@ class DeprecatedCudaAmp(TorchRule):
         name = self._deprecated(node.decorator)
         if name not in ("custom_fwd", "custom_bwd"):
             return
+        self.report(node.decorator, self._message(name), fix=self._fix(node.decorator))
+
+    def _fix(self, used: cst.BaseExpression) -> Fix | None:
+        """The fix of one use (a call's function, or a decorator); when it reads a name of a
+        ``from torch.cuda.amp import ...`` and every use of that name can be rewritten, the
+        fix rewrites them all and removes the name from the import, which nothing would
+        use any more."""
+        rewrite = self._rewrite(used)
+        if rewrite is None:
+            return None
+        names, changes = {rewrite[0]}, dict([rewrite[1:]])
+        imported = from_import(self.semantic, used)
+        if imported is not None:
+            others = [self._rewrite(use) for use in imported.uses if use is not used]
+            if all(r is not None for r in others):
+                for other in others:
+                    names.add(other[0])
+                    changes[other[1]] = other[2]
+                changes.update(drop_aliases(self.semantic, imported.statement, [imported.alias]))
+        needed = max(names, key=lambda n: torch_api.version(ADDED_IN[n]))
+        shown = " and ".join(f"`torch.amp.{n}`" for n in sorted(names))
+        if torch_api.available(ADDED_IN[needed], self.semantic.oldest_torch):
+            return Fix(f"Use {shown}", changes)
+        return Fix(f"Use {shown} (torch {ADDED_IN[needed]} or later)", changes, Applicability.UNSAFE)
+
+    def _rewrite(self, used: cst.BaseExpression) -> tuple[str, cst.CSTNode, cst.CSTNode] | None:
+        """(the API's name, the node to replace, its replacement) for a use of the deprecated
+        API: the function of a call, or an uncalled decorator; None where it cannot be
+        rewritten (another use of the name, arguments that do not map, no `import torch`)."""
         torch = self.semantic.torch_alias
-        fix = None
-        if torch is not None:
-            new = cst.parse_expression(f'{torch}.amp.{name}(device_type="cuda")')
-            fix = _fix(name, {node.decorator: new})
-        self.report(node.decorator, self._message(name), fix=fix)
+        name = self._deprecated(used)
+        parent = self.semantic.parent(used)
+        if torch is None or name is None:
+            return None
+        if isinstance(parent, cst.Call) and parent.func is used:
+            args = self._new_arguments(name, parent.args, parent.whitespace_before_args)
+            if args is None:
+                return None
+            return name, parent, parent.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=args)
+        if isinstance(parent, cst.Decorator) and parent.decorator is used and name in ("custom_fwd", "custom_bwd"):
+            return name, used, cst.parse_expression(f'{torch}.amp.{name}(device_type="cuda")')
+        return None
 
     def _message(self, name: str) -> str:
         return self.message.format(name=name, device='device_type="cuda", ' if name.startswith("custom_") else '"cuda", ')
@@ -169,12 +200,6 @@ class DeprecatedCudaAmp(TorchRule):
     def _calls_replacement(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` calls something of ``torch.amp`` (the replacements)."""
         return any((self.semantic.qualified_name(c.func) or "").startswith("torch.amp.") for c in self.semantic.calls_in(node))
-
-
-def _fix(name: str, changes: dict) -> Fix:
-    if name in ADDED_IN:
-        return Fix(f"Use `torch.amp.{name}` (torch {ADDED_IN[name]} or later)", changes, Applicability.UNSAFE)
-    return Fix(f"Use `torch.amp.{name}`", changes)
 
 
 def _insert(args: list[cst.Arg], index: int, arg: cst.Arg) -> list[cst.Arg]:

@@ -59,18 +59,29 @@ def test_every_rule_has_fixtures_and_docs(rule):
         assert heading in doc, f"{rule.code} docs lack {heading!r}"
 
 
-def test_tl801_fixes_are_safe_only_where_every_torch_2_has_the_replacement():
+def test_tl801_fixes_are_safe_only_where_every_supported_torch_has_the_replacement(tmp_path):
     """`torch.amp.autocast` exists since torch 2.0; `GradScaler` came with 2.3 and
-    `custom_fwd(device_type=...)` with 2.4: those fixes may break a project that supports an
-    older torch, so they are unsafe (the fixture's expected output is with --unsafe-fixes)."""
+    `custom_fwd(device_type=...)` with 2.4: each fix is safe only when the oldest torch the
+    project supports (`target-torch`) has its replacement; unknown, it is unsafe (the
+    fixture's expected output is with --unsafe-fixes)."""
+    from torchlint.semantic.project import build_index
+
     source = (RULES_DIR / "TL801" / "bad_cuda_amp.py").read_bytes()
-    found = lint(source, "TL801").findings
-    by_name = {}
-    for finding in found:
-        assert finding.fix is not None
-        name = re.search(r"torch\.cuda\.amp\.(\w+)", finding.message).group(1)
-        by_name.setdefault(name, set()).add(finding.fix.applicability)
-    assert by_name["autocast"] == {Applicability.SAFE}
-    assert by_name["GradScaler"] == {Applicability.UNSAFE}
-    safe_only = lint_module_source(source, select_rules(["TL801"], [], []), FixMode.SAFE).fixed_source.decode()
+    path = tmp_path / "train.py"
+    path.write_bytes(source)
+
+    def applicability(target):
+        view = build_index([path], tmp_path, target_torch=target).view(path) if target else None
+        by_name = {}
+        for finding in lint_module_source(source, select_rules(["TL801"], [], []), project=view).findings:
+            assert finding.fix is not None
+            name = re.search(r"torch\.cuda\.amp\.(\w+)", finding.message).group(1)
+            by_name.setdefault(name, set()).add(finding.fix.applicability)
+        return by_name
+
+    assert applicability(None) == {"autocast": {Applicability.UNSAFE}, "GradScaler": {Applicability.UNSAFE}}
+    assert applicability((2, 0)) == {"autocast": {Applicability.SAFE}, "GradScaler": {Applicability.UNSAFE}}
+    assert applicability((2, 3)) == {"autocast": {Applicability.SAFE}, "GradScaler": {Applicability.SAFE}}
+    view = build_index([path], tmp_path, target_torch=(2, 0)).view(path)
+    safe_only = lint_module_source(source, select_rules(["TL801"], [], []), FixMode.SAFE, project=view).fixed_source.decode()
     assert "torch.amp.autocast(" in safe_only and "torch.amp.GradScaler(" not in safe_only

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 from torchlint.engine import INVALID_FILE
 from torchlint.rule import Rule, all_rules
 
-KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores")
+KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-torch")
 
 
 class ConfigError(Exception):
@@ -35,6 +35,9 @@ class Settings:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # `target-torch`: the oldest torch the project supports, as (major, minor); None: read
+    # from the project's declared requirement on torch (semantic/supported_torch.py).
+    target_torch: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for selector in (*(self.select or ()), *self.extend_select):
@@ -82,7 +85,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What the findings of a file depend on, besides its content (for the cache)."""
-        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores))
+        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores, self.target_torch))
 
 
 def _matches(code: str, selector: str) -> bool:
@@ -196,9 +199,18 @@ def load_settings(config_file: Path | None) -> Settings:
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(f"{config_file}: `per-file-ignores` must be a table of pattern = [codes]")
+    target_torch = None
+    if "target-torch" in table:
+        from torchlint.semantic.supported_torch import parse_target
+
+        try:
+            target_torch = parse_target(table["target-torch"])
+        except ValueError as error:
+            raise ConfigError(f"{config_file}: {error}") from None
     return Settings(
         root=config_file.parent,
         config_file=config_file,
+        target_torch=target_torch,
         select=_codes(table["select"], "select", config_file) if "select" in table else None,
         extend_select=_codes(table.get("extend-select", []), "extend-select", config_file),
         ignore=_codes(table.get("ignore", []), "ignore", config_file),
@@ -232,6 +244,7 @@ def resolve_settings(
         ignore=settings.ignore + tuple(ignore),
         exclude=settings.exclude,
         per_file_ignores=settings.per_file_ignores,
+        target_torch=settings.target_torch,
     )
 
 

@@ -387,4 +387,7 @@ def _build_project(files: Sequence[Path], settings: Settings, options: RunOption
 
     summaries = cached_summarize(settings.root) if options.use_cache else None
     # Lazy: the imported files are summarised when a question reaches them.
-    return build_index(files, settings.root, summaries, lazy=True, cache_root=settings.root if options.use_cache else None)
+    return build_index(
+        files, settings.root, summaries, lazy=True, cache_root=settings.root if options.use_cache else None,
+        target_torch=settings.target_torch,
+    )

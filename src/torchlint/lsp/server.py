@@ -118,7 +118,9 @@ class ProjectIndexes:
         except OSError:
             return None
 
-    def update(self, root: Path, path: Path, text: str, tree=None, memo: LintMemo | None = None) -> tuple[ProjectView | None, bool]:
+    def update(
+        self, root: Path, path: Path, text: str, tree=None, memo: LintMemo | None = None, target_torch: tuple[int, int] | None = None
+    ) -> tuple[ProjectView | None, bool]:
         """Summarise the document's text (``tree``: its ``ast`` tree, if parsed; ``memo``: what
         the summary of its last version kept) into its root's index: what its lint sees of the
         project, and whether its summary changed."""
@@ -129,7 +131,9 @@ class ProjectIndexes:
             changed = index.summaries.get(path) != before
             # The lint runs in its own thread while other documents update the index: it gets
             # a copy of the tables (the summaries themselves never change).
-            snapshot = ProjectIndex(index.root, dict(index.summaries), dict(index.imports), dict(index._roots))
+            snapshot = ProjectIndex(
+                index.root, dict(index.summaries), dict(index.imports), dict(index._roots), target_torch=target_torch
+            )
         return snapshot.view(path), changed
 
     def dependents(self, root: Path, path: Path, candidates: list[Path]) -> list[Path]:
@@ -430,7 +434,8 @@ class TorchlintServer(LanguageServer):
         memo = self.summary_memos[snapshot.uri]
         try:
             return self.projects.update(
-                self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text, tree, memo
+                self.project_root(settings), Path(os.path.abspath(snapshot.path)), snapshot.text, tree, memo,
+                settings.target_torch,
             )
         finally:
             memo.next_lint()  # what this version did not use is dropped

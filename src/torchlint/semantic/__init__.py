@@ -596,6 +596,14 @@ class SemanticModel:
         """Why every call of an imported project function needs CUDA, or None."""
         return self._project_fact(func, "requires_cuda")
 
+    @cached_property
+    def oldest_torch(self) -> tuple[int, int] | None:
+        """The oldest torch version the file's project supports (``target-torch``, else its
+        declared requirement on torch: ``ProjectView.oldest_torch``), as (major, minor);
+        None when unknown, or without a project index. A migration fix is safe only when its
+        replacement exists there (``torch_api.available``)."""
+        return self.project.oldest_torch() if self.project is not None else None
+
     def file_name(self) -> str | None:
         """The name of the file linted, where the project index knows it (None: standard
         input, a document never saved)."""

@@ -1018,6 +1018,9 @@ class ProjectIndex:
     # fixed when the index is built (so a question's answer never depends on what was
     # summarised before it); None: every summarised file.
     callers_from: frozenset[Path] | None = None
+    # `target-torch` of the configuration, as (major, minor); None: each file's project
+    # declares it (``ProjectView.oldest_torch``).
+    target_torch: tuple[int, int] | None = None
     _closed: bool = field(default=False, repr=False)
     _loaded: dict[Path, ModuleSummary | None] = field(default_factory=dict, repr=False)
     _exists: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -1354,10 +1357,11 @@ def build_index(
     summary_cache: Callable[[bytes], ModuleSummary | None] | None = None,
     lazy: bool = False,
     cache_root: Path | None = None,
+    target_torch: tuple[int, int] | None = None,
 ) -> ProjectIndex:
     """The index of the linted Python files and the project files they import (``lazy``:
     those only when asked, through ``ProjectIndex.summary``)."""
-    index = ProjectIndex(Path(os.path.abspath(root)), lazy=lazy, cache_root=cache_root)
+    index = ProjectIndex(Path(os.path.abspath(root)), lazy=lazy, cache_root=cache_root, target_torch=target_torch)
     builder = _Builder(index, _read_file, summary_cache)
     linted = []
     for file in files:
@@ -1665,6 +1669,16 @@ class ProjectView:
         """The name of the file linted (``train_gpu.py``): what it says it is for."""
         return self.path.name
 
+    def oldest_torch(self) -> tuple[int, int] | None:
+        """The oldest torch the file's project supports: ``target-torch``, else what the
+        project declares (``supported_torch.declared_oldest``, read once per folder); None:
+        unknown."""
+        if self.index.target_torch is not None:
+            return self.index.target_torch
+        from torchlint.semantic.supported_torch import declared_oldest
+
+        return declared_oldest(str(self.path.parent))
+
     # --- functions that need CUDA
 
     def requires_cuda(self, qname: str) -> str | None:
@@ -1843,6 +1857,7 @@ class ProjectView:
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch", "module_loads",
+    "oldest_torch",
 )
 
 
@@ -1880,6 +1895,9 @@ class AskedView:
 
     def file_name(self) -> str:
         return self._ask("file_name")
+
+    def oldest_torch(self) -> tuple[int, int] | None:
+        return self._ask("oldest_torch")
 
     def callers_hold(self, name: str, fact: str) -> bool | None:
         return self._ask("callers_hold", name, fact)
