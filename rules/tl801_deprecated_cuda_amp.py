@@ -72,6 +72,9 @@ class DeprecatedCudaAmp(TorchRule):
     `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
     nor does a file that does not `import torch` (the fix writes `torch.amp`).
 
+    A project that pins or caps torch below 2.4 (`torch==1.13.1`, `torch<2.4` in every
+    requirement it declares) never sees the deprecation, and is not told about it.
+
     A name bound in both branches of `try: ... except ImportError:`, calls under a
     torch-version check, and a fallback beside its replacement (the other branch of a
     conditional expression, or the `except` of a `try` that calls `torch.amp`) are left
@@ -150,6 +153,9 @@ class DeprecatedCudaAmp(TorchRule):
         # A name also bound to the new API (try/except ImportError) is compatibility code.
         if not qnames or not all(q in DEPRECATED for q in qnames) or self._compatibility_code(func):
             return None
+        symbol = torch_api.BY_NAME.get(f"torch.cuda.amp.{DEPRECATED[qnames[0]]}")
+        if symbol is not None and not torch_api.concerns(symbol.deprecated, self.semantic.newest_torch):
+            return None  # the project pins or caps torch below the deprecation
         return DEPRECATED[qnames[0]]
 
     def _new_arguments(self, name: str, args: tuple[cst.Arg, ...], indent: cst.BaseParenthesizableWhitespace) -> list[cst.Arg] | None:

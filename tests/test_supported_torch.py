@@ -13,14 +13,62 @@ from click.testing import CliRunner
 from torchlint.cli import main
 from torchlint.config import ConfigError, load_settings
 from torchlint.semantic import supported_torch
-from torchlint.semantic.supported_torch import declared_oldest, lower_bound, parse_target
+from torchlint.semantic.supported_torch import _declared, bounds, declared_newest, declared_oldest, lower_bound, parse_target
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
     yield
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        (">=1.13", ((1, 13), None)),
+        ("==1.13.1", ((1, 13), (1, 13))),
+        (">=1.13,<2.4", ((1, 13), (2, 3))),
+        ("<2", (None, (1, 99))),
+        ("<2.0", (None, (1, 99))),
+        ("<=2.3", (None, (2, 3))),
+        ("<2.4.1", (None, (2, 4))),
+        ("~=2.1", ((2, 1), (2, 99))),
+        ("~=2.1.0", ((2, 1), (2, 1))),
+        ("==2.*", ((2, 0), (2, 99))),
+        ("=1.12.1=py3.9_cuda11.6_0", ((1, 12), (1, 12))),  # conda
+        ("!=2.0.0", (None, None)),
+    ],
+)
+def test_bounds(spec, expected):
+    assert bounds(spec) == expected
+
+
+def test_newest_is_known_only_when_every_declaration_caps_torch(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch==1.13.1\n")
+    assert declared_newest(str(tmp_path)) == (1, 13)
+    (tmp_path / "requirements-dev.txt").write_text("torch>=1.13\n")
+    _declared.cache_clear()
+    assert declared_newest(str(tmp_path)) is None
+
+
+def test_a_deprecation_after_the_newest_supported_torch_is_not_reported(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "train.py").write_text(SCALER + "x = torch.chain_matmul(a, b, c)\n")
+
+    def codes():
+        result = CliRunner().invoke(main, ["check", str(tmp_path), "--no-cache", "--output-format", "json", "--select", "TL801,TL804"])
+        return sorted(f["code"] for f in json.loads(result.output))
+
+    (tmp_path / "requirements.txt").write_text("torch==1.13.1\n")
+    assert codes() == ["TL804"]  # chain_matmul: deprecated in 1.9; the amp API only in 2.4
+    (tmp_path / "requirements.txt").write_text("torch==1.8.0\n")
+    _declared.cache_clear()
+    assert codes() == []
+    (tmp_path / "requirements.txt").write_text("torch>=1.13\n")
+    _declared.cache_clear()
+    assert codes() == ["TL801", "TL804"]
 
 
 @pytest.mark.parametrize(
@@ -48,12 +96,12 @@ def test_lower_bound(spec, expected):
 
 
 def test_requirement_names():
-    assert supported_torch.requirement_bound("torch>=2.0") == (True, (2, 0))
-    assert supported_torch.requirement_bound("pytorch::pytorch>=1.13") == (True, (1, 13))
-    assert supported_torch.requirement_bound("torch[opt]>=2.1") == (True, (2, 1))
-    assert supported_torch.requirement_bound("torchvision>=0.15") == (False, None)
-    assert supported_torch.requirement_bound("torch_geometric>=2.0") == (False, None)
-    assert supported_torch.requirement_bound("torch") == (True, None)
+    assert supported_torch.requirement_bound("torch>=2.0") == (True, ((2, 0), None))
+    assert supported_torch.requirement_bound("pytorch::pytorch>=1.13") == (True, ((1, 13), None))
+    assert supported_torch.requirement_bound("torch[opt]>=2.1,<2.5") == (True, ((2, 1), (2, 4)))
+    assert supported_torch.requirement_bound("torchvision>=0.15") == (False, (None, None))
+    assert supported_torch.requirement_bound("torch_geometric>=2.0") == (False, (None, None))
+    assert supported_torch.requirement_bound("torch") == (True, (None, None))
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -129,10 +177,10 @@ def test_fix_safety_follows_the_supported_versions(tmp_path):
     (tmp_path / ".git").mkdir()
     assert _fix_of(tmp_path, SCALER)["applicability"] == "unsafe"  # nothing declared: unknown
     (tmp_path / "requirements.txt").write_text("torch>=2.1\n")
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
     assert _fix_of(tmp_path, SCALER)["applicability"] == "unsafe"  # GradScaler came with 2.3
     (tmp_path / "requirements.txt").write_text("torch>=2.3\n")
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
     assert _fix_of(tmp_path, SCALER)["applicability"] == "safe"
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\ntarget-torch = "2.2"\n')
     assert _fix_of(tmp_path, SCALER)["applicability"] == "unsafe"  # the configuration wins
@@ -156,9 +204,9 @@ def test_torch_load_default_judged_by_the_oldest_supported_torch(tmp_path):
     (tmp_path / "load.py").write_text("import torch\nstate = torch.load('ckpt.pt')\nother = torch.load('b.pt', **options)\n")
     assert _tl502(tmp_path) == []  # unknown: silent (torch 2.6 and later load safely by default)
     (tmp_path / "requirements.txt").write_text("torch>=2.0\n")
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
     found = _tl502(tmp_path)
     assert len(found) == 1 and "supports 2.0" in found[0]  # `**options` may pass weights_only
     (tmp_path / "requirements.txt").write_text("torch>=2.6\n")
-    declared_oldest.cache_clear()
+    _declared.cache_clear()
     assert _tl502(tmp_path) == []

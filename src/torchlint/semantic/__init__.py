@@ -604,6 +604,13 @@ class SemanticModel:
         replacement exists there (``torch_api.available``)."""
         return self.project.oldest_torch() if self.project is not None else None
 
+    @cached_property
+    def newest_torch(self) -> tuple[int, int] | None:
+        """The newest torch version the file's project supports, where its declarations pin
+        or cap torch (``ProjectView.newest_torch``); None when unknown or uncapped. A
+        deprecation that comes after it is none of the project's concern."""
+        return self.project.newest_torch() if self.project is not None else None
+
     def file_name(self) -> str | None:
         """The name of the file linted, where the project index knows it (None: standard
         input, a document never saved)."""

@@ -144,10 +144,16 @@ class ApiSymbolRule(TorchRule):
         found = [(alias, self.api.get(f"{module}.{get_full_name_for_node(alias.name)}")) for alias in node.names]
         if not any(symbol for _, symbol in found) or self._compatibility_code(node, [s for _, s in found if s]):
             return
+        found = [(alias, symbol if symbol is not None and self._concerns(symbol) else None) for alias, symbol in found]
         fix = self._import_fix(node, found)
         for alias, symbol in found:
             if symbol is not None:
                 self.report(alias, self.message_for(symbol), fix=fix)
+
+    def _concerns(self, symbol: torch_api.ApiSymbol) -> bool:
+        """Not when every torch the project supports predates the symbol's deprecation (it
+        pins or caps torch below it: ``torch==1.13.1``)."""
+        return torch_api.concerns(symbol.deprecated, self.semantic.newest_torch)
 
     def _in_import(self, node: cst.CSTNode) -> bool:
         return any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in self.semantic.ancestors(node))
@@ -159,7 +165,7 @@ class ApiSymbolRule(TorchRule):
         if not qnames or not all(q in self.api for q in qnames):
             return
         symbol = self.api[qnames[0]]
-        if self._compatibility_code(node, [symbol]):
+        if self._compatibility_code(node, [symbol]) or not self._concerns(symbol):
             return
         self.report(node, self.message_for(symbol), fix=self._use_fix(node, symbol))
 

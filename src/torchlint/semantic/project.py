@@ -1679,6 +1679,14 @@ class ProjectView:
 
         return declared_oldest(str(self.path.parent))
 
+    def newest_torch(self) -> tuple[int, int] | None:
+        """The newest torch the file's project supports, where every declaration pins or caps
+        it (``torch==1.13.1``, ``torch<2.4``: ``supported_torch.declared_newest``); None:
+        unknown or uncapped."""
+        from torchlint.semantic.supported_torch import declared_newest
+
+        return declared_newest(str(self.path.parent))
+
     # --- functions that need CUDA
 
     def requires_cuda(self, qname: str) -> str | None:
@@ -1857,7 +1865,7 @@ class ProjectView:
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch", "module_loads",
-    "oldest_torch",
+    "oldest_torch", "newest_torch",
 )
 
 
@@ -1898,6 +1906,9 @@ class AskedView:
 
     def oldest_torch(self) -> tuple[int, int] | None:
         return self._ask("oldest_torch")
+
+    def newest_torch(self) -> tuple[int, int] | None:
+        return self._ask("newest_torch")
 
     def callers_hold(self, name: str, fact: str) -> bool | None:
         return self._ask("callers_hold", name, fact)

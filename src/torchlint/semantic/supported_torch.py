@@ -49,49 +49,82 @@ def show(version: Version | None) -> str:
     return "unknown" if version is None else f"{version[0]}.{version[1]}"
 
 
+Bounds = tuple["Version | None", "Version | None"]  # (oldest, newest) a declaration admits
+_ANY_MINOR = 99  # `torch<2`, `torch==2.*`: every minor version of the last major
+
+
 def lower_bound(specifiers: str) -> Version | None:
     """The oldest version a specifier set admits (``>=1.13,<3``: 1.13); None when it sets no
     lower bound. ``specifiers`` is what follows the name (an environment marker, a comment
     or a conda build string may follow)."""
+    return bounds(specifiers)[0]
+
+
+def bounds(specifiers: str) -> Bounds:
+    """The oldest and the newest (major, minor) a specifier set admits (``>=1.13,<2.4``:
+    1.13 and 2.3; ``==2.0.1``: 2.0 and 2.0; ``~=2.1``: 2.1 and 2.99, any 2.x); None for a side
+    it does not bound, or a specifier this reader does not know."""
     text = specifiers.split(";")[0].split("#")[0].strip()
     if not text or text.startswith("@"):
-        return None
+        return None, None
     if text.startswith("(") and text.endswith(")"):
         text = text[1:-1]
-    bounds = []
+    lowers, uppers = [], []
     for part in re.split(r"[,|]|\s+(?=[<>=!~^])", text):
         part = part.strip()
         if not part:
             continue
         match = _SPECIFIER.match(part)
         if match is None:
-            return None  # something this reader does not know: unknown, not a guess
-        operator, major, minor = match.groups()
+            return None, None  # something this reader does not know: unknown, not a guess
+        operator, major_text, minor_text = match.groups()
+        major, wildcard = int(major_text), minor_text in (None, "*")
+        minor = 0 if wildcard else int(minor_text)
         if operator in _LOWER:
-            bounds.append((int(major), int(minor) if minor and minor != "*" else 0))
+            lowers.append((major, minor))
+        if operator in ("==", "===", "=") or operator is None:
+            uppers.append((major, _ANY_MINOR) if wildcard else (major, minor))
+        elif operator == "<=":
+            uppers.append((major, _ANY_MINOR) if wildcard else (major, minor))
+        elif operator == "<":
+            # `<2.4` admits 2.3 at most, `<2` / `<2.0` any 1.x; `<2.4.1` admits 2.4.0
+            if part.count(".") >= 2:
+                uppers.append((major, minor))
+            elif minor > 0:
+                uppers.append((major, minor - 1))
+            else:
+                uppers.append((major - 1, _ANY_MINOR))
+        elif operator == "~=":
+            uppers.append((major, _ANY_MINOR) if part.count(".") < 2 else (major, minor))
         if operator == "=" and "=" in part[1:]:
             break  # conda's `pytorch=2.0.1=py3.9_cuda...`: the rest is a build string
-    return max(bounds) if bounds else None
+    return (max(lowers) if lowers else None), (min(uppers) if uppers else None)
 
 
-def requirement_bound(line: str) -> tuple[bool, Version | None]:
-    """(whether the line requires torch, its lower bound)."""
+def requirement_bound(line: str) -> tuple[bool, Bounds]:
+    """(whether the line requires torch, the oldest and newest versions it admits)."""
     match = _REQUIREMENT.match(line)
     if match is None:
-        return False, None
-    return True, lower_bound(match.group(1))
+        return False, (None, None)
+    return True, bounds(match.group(1))
 
 
-def _oldest(found: list[Version | None]) -> Version | None:
-    if not found or any(v is None for v in found):
+def _oldest(found: list[Bounds]) -> Version | None:
+    if not found or any(b[0] is None for b in found):
         return None
-    return min(found)  # type: ignore[type-var]
+    return min(b[0] for b in found)  # type: ignore[type-var]
+
+
+def _newest(found: list[Bounds]) -> Version | None:
+    if not found or any(b[1] is None for b in found):
+        return None
+    return max(b[1] for b in found)  # type: ignore[type-var]
 
 
 # --- the files ---------------------------------------------------------------------------
 
 
-def _lines_bounds(lines: list[str]) -> list[Version | None]:
+def _lines_bounds(lines: list[str]) -> list[Bounds]:
     found = []
     for line in lines:
         requires, bound = requirement_bound(line)
@@ -107,7 +140,7 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def _from_pyproject(path: Path) -> list[Version | None]:
+def _from_pyproject(path: Path) -> list[Bounds]:
     text = _read_text(path)
     if text is None or not re.search(r"\btorch\b", text):
         return []
@@ -119,7 +152,7 @@ def _from_pyproject(path: Path) -> list[Version | None]:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError):
         return []
-    found: list[Version | None] = []
+    found: list[Bounds] = []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     lists = [project.get("dependencies", [])]
     extras = project.get("optional-dependencies", {})
@@ -142,23 +175,23 @@ def _from_pyproject(path: Path) -> list[Version | None]:
     return found
 
 
-def _poetry_bounds(spec: object) -> list[Version | None]:
+def _poetry_bounds(spec: object) -> list[Bounds]:
     if isinstance(spec, str):
-        return [None if spec.strip() == "*" else lower_bound(spec)]
+        return [(None, None) if spec.strip() == "*" else bounds(spec)]
     if isinstance(spec, dict):
         version = spec.get("version")
-        return [lower_bound(version) if isinstance(version, str) else None]
+        return [bounds(version) if isinstance(version, str) else (None, None)]
     if isinstance(spec, list):
         return [b for item in spec for b in _poetry_bounds(item)]
-    return [None]
+    return [(None, None)]
 
 
-def _from_requirements(path: Path) -> list[Version | None]:
+def _from_requirements(path: Path) -> list[Bounds]:
     text = _read_text(path)
     return _lines_bounds(text.splitlines()) if text is not None else []
 
 
-def _from_setup_cfg(path: Path) -> list[Version | None]:
+def _from_setup_cfg(path: Path) -> list[Bounds]:
     text = _read_text(path)
     if text is None or "torch" not in text:
         return []
@@ -169,7 +202,7 @@ def _from_setup_cfg(path: Path) -> list[Version | None]:
         parser.read_string(text)
     except configparser.Error:
         return []
-    found: list[Version | None] = []
+    found: list[Bounds] = []
     if parser.has_option("options", "install_requires"):
         found += _lines_bounds(parser.get("options", "install_requires").splitlines())
     if parser.has_section("options.extras_require"):
@@ -178,7 +211,7 @@ def _from_setup_cfg(path: Path) -> list[Version | None]:
     return found
 
 
-def _from_setup_py(path: Path) -> list[Version | None]:
+def _from_setup_py(path: Path) -> list[Bounds]:
     text = _read_text(path)
     if text is None or "torch" not in text:
         return []
@@ -191,7 +224,7 @@ def _from_setup_py(path: Path) -> list[Version | None]:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
             lists[statement.targets[0].id] = statement.value
-    found: list[Version | None] = []
+    found: list[Bounds] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -208,7 +241,7 @@ def _from_setup_py(path: Path) -> list[Version | None]:
     return found
 
 
-def _from_environment(path: Path) -> list[Version | None]:
+def _from_environment(path: Path) -> list[Bounds]:
     text = _read_text(path)
     if text is None:
         return []
@@ -217,13 +250,13 @@ def _from_environment(path: Path) -> list[Version | None]:
     return _lines_bounds(items)
 
 
-def _declarations(folder: Path) -> list[Version | None]:
+def _declarations(folder: Path) -> list[Bounds]:
     """The lower bounds of every torch requirement the folder's files declare."""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    found: list[Version | None] = []
+    found: list[Bounds] = []
     for name in names:
         path = folder / name
         lower = name.lower()
@@ -248,14 +281,26 @@ def _declarations(folder: Path) -> list[Version | None]:
     return found
 
 
-@lru_cache(maxsize=4096)
 def declared_oldest(folder: str) -> Version | None:
-    """The oldest torch the project holding ``folder`` declares it supports (None: unknown).
-    Each folder on the way up is read once (the answer of each is cached)."""
+    """The oldest torch the project holding ``folder`` declares it supports (None: unknown)."""
+    return _oldest(_declared(folder))
+
+
+def declared_newest(folder: str) -> Version | None:
+    """The newest torch the project holding ``folder`` declares it supports: every
+    declaration pins or caps it (``torch==1.13.1``, ``torch<2.4``); None: unknown, or some
+    version of every later release is allowed."""
+    return _newest(_declared(folder))
+
+
+@lru_cache(maxsize=4096)
+def _declared(folder: str) -> tuple[Bounds, ...]:
+    """The bounds of every torch requirement of the first folder from ``folder`` up that
+    declares one (within the project). Each folder on the way up is read once (cached)."""
     current = Path(os.path.abspath(folder))
     found = _declarations(current)
     if found:
-        return _oldest(found)
+        return tuple(found)
     if current.parent == current or any((current / marker).exists() for marker in _ROOT_MARKERS):
-        return None
-    return declared_oldest(str(current.parent))
+        return ()
+    return _declared(str(current.parent))

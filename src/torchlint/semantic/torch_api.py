@@ -128,6 +128,13 @@ def version(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def concerns(deprecated: str | None, newest: tuple[int, int] | None) -> bool:
+    """Whether a deprecation in torch ``deprecated`` concerns a project whose newest
+    supported torch is ``newest`` (None: unknown or uncapped, so it does): a project pinned
+    to torch 1.13 never sees what 2.4 deprecated."""
+    return deprecated is None or newest is None or newest >= version(deprecated)
+
+
 def available(since: str | None, oldest: tuple[int, int] | None) -> bool:
     """Whether something that came with torch ``since`` exists in every torch version a
     project supports, ``oldest`` being the oldest (None: unknown, so not known to)."""
