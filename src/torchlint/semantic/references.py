@@ -74,3 +74,29 @@ def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.
 def is_literal(expr: cst.BaseExpression, *values: str) -> bool:
     """Whether ``expr`` is one of these literals, as written (``True``, ``0``, ``1.0``)."""
     return isinstance(expr, (cst.Name, cst.Integer, cst.Float)) and expr.value in values
+
+
+def torch_function(model: SemanticModel, func: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """An expression for ``torch.<name>`` written the way ``func`` (a torch function) is:
+    ``th.log`` gives ``th.<name>``; a bare name (``from torch import log``, ``f = torch.log``)
+    gives ``<torch alias>.<name>``. None when the file does not import ``torch`` itself."""
+    if isinstance(func, cst.Attribute) and model.qualified_names(func.value) == ["torch"]:
+        return cst.Attribute(value=func.value, attr=cst.Name(name))
+    alias = model.torch_alias
+    if alias is None:
+        return None
+    return cst.Attribute(value=cst.Name(alias), attr=cst.Name(name))
+
+
+def is_one(expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` is the literal ``1`` or ``1.0`` (``1.``)."""
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    return isinstance(expr, cst.Float) and expr.value in ("1.0", "1.")
+
+
+def single_argument(call: cst.Call) -> cst.BaseExpression | None:
+    """The one argument of ``call`` when it takes exactly one, positional and plain."""
+    if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0].value
+    return None
