@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
 from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.references import is_literal, keyword, positional
@@ -46,6 +48,14 @@ class ZeroGradNotToNone(TorchRule):
     name = "zero-grad-not-to-none"
     required_words = (("zero_grad",),)
     message = "`zero_grad(set_to_none=False)` writes zeros into every gradient; let it set them to `None`"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call of ``X.zero_grad`` with one argument."""
+        return super().candidate(module) and any(
+            isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad" and len(n.args) + len(n.keywords) == 1
+            for n in module.nodes(ast.Call)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

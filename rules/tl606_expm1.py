@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.references import calls_one_of, is_one, single_argument, torch_function
 
@@ -43,6 +45,13 @@ class Expm1(TorchRule):
     required_words = (("exp",),)
     message = "`torch.exp(x) - 1` loses precision for small `x`; use `torch.expm1(x)`"
 
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call minus the literal 1."""
+        return super().candidate(module) and any(
+            isinstance(n.op, ast.Sub) and isinstance(n.left, ast.Call) and _is_one(n.right) for n in module.nodes(ast.BinOp)
+        )
+
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.Subtract) or not is_one(node.right) or not isinstance(node.left, cst.Call):
             return
@@ -55,3 +64,7 @@ class Expm1(TorchRule):
             new = call.with_changes(func=func, lpar=node.lpar, rpar=node.rpar)
             fix = Fix("Use `torch.expm1`", {node: new}, Applicability.UNSAFE)
         self.report(node, fix=fix)
+
+
+def _is_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1

@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.references import calls_one_of, keyword, positional, single_argument, torch_function
 
@@ -15,7 +17,8 @@ class Logsumexp(TorchRule):
     Finds `torch.log(torch.sum(torch.exp(x), dim))` and `torch.log(torch.exp(x).sum(dim))`,
     however the functions are imported or referenced, when the sum runs over given
     dimensions (`torch.logsumexp` needs them: a sum over every element, or `dim=None`, is
-    left alone, as TorchFix does). Replaces TorchFix's TOR108.
+    left alone, as TorchFix does), and not where the exponent is a difference
+    (`torch.exp(x - x_max)`: stabilized by hand, the usual way). Replaces TorchFix's TOR108.
 
     ## Why is this bad?
     `exp` overflows to `inf` for inputs above about 88 in float32 (11 in float16), and
@@ -48,6 +51,13 @@ class Logsumexp(TorchRule):
     required_words = (("log",), ("sum",), ("exp",))
     message = "`torch.log(torch.sum(torch.exp(x), dim))` overflows; use `torch.logsumexp(x, dim)`"
 
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call whose one argument is a call."""
+        return super().candidate(module) and any(
+            len(n.args) == 1 and not n.keywords and isinstance(n.args[0], ast.Call) for n in module.nodes(ast.Call)
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         total = single_argument(node)
         if not isinstance(total, cst.Call):
@@ -64,6 +74,8 @@ class Logsumexp(TorchRule):
         x = single_argument(exp)
         if x is None or calls_one_of(self.semantic, exp, EXP) is None:
             return
+        if isinstance(x, cst.BinaryOperation) and isinstance(x.operator, cst.Subtract):
+            return  # `exp(x - x_max)`: stabilized by hand, nothing overflows
         if any(a.star for a in rest):
             return
         given = positional(cst.Call(func=func, args=rest))

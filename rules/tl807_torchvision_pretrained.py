@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Applicability, Fix
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic.frameworks import TorchRule
 from torchlint.semantic.references import callee_names, is_literal, keyword, positional
 
@@ -195,6 +197,15 @@ class TorchvisionPretrained(TorchRule):
     name = "torchvision-pretrained"
     required_words = (("pretrained", "pretrained_backbone"),)
     message = "`{old}=` is deprecated since torchvision 0.13; pass `{new}=`{weights}"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """A call given ``pretrained=`` or ``pretrained_backbone=``, or a literal bool first."""
+        return super().candidate(module) and any(
+            any(k.arg in NEW_NAME for k in n.keywords)
+            or (n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, bool))
+            for n in module.nodes(ast.Call)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         given = positional(node)

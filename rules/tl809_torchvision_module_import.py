@@ -1,6 +1,8 @@
+import ast
+
 import libcst as cst
 
-from torchlint.rule import Fix
+from torchlint.rule import Fix, Prescreen
 from torchlint.semantic.frameworks import TorchRule
 
 # The modules TorchFix's TOR203 names.
@@ -14,6 +16,9 @@ class TorchvisionModuleImport(TorchRule):
     `transforms`: an import of one of torchvision's modules under its own name. An import
     under another name (`import torchvision.models as tvm`) and `from torchvision import
     models` are left alone. Replaces TorchFix's TOR203, which finds the same three.
+
+    Opt-in: it is a matter of style (both imports bind the same module and nothing
+    behaves differently), not a bug; select it to make imports uniform.
 
     ## Why is this bad?
     `import torchvision.models as models` is `from torchvision import models` said the long
@@ -41,8 +46,16 @@ class TorchvisionModuleImport(TorchRule):
 
     code = "TL809"
     name = "torchvision-module-import"
+    opt_in = True
     required_words = (("torchvision",), MODULES)
     message = "Use `from torchvision import {module}` instead of `import torchvision.{module} as {module}`"
+
+    @classmethod
+    def candidate(cls, module: Prescreen) -> bool:
+        """``import torchvision.X as X``."""
+        return super().candidate(module) and any(
+            a.asname is not None and a.name == f"torchvision.{a.asname}" for n in module.nodes(ast.Import) for a in n.names
+        )
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
