@@ -77,21 +77,7 @@ class InferenceWithGrad(TorchRule):
 
     code = "TL402"
     name = "inference-with-grad"
-    required_words = (
-        # The evaluation facts look only at these, or at a star import that brings torch in.
-        ("torch", "torchvision", "pytorch_lightning", "lightning", "timm", STAR_IMPORT),
-        # Evaluation and generation functions, validation or test data (`X_val`, `testloader`,
-        # `["val"]`), weights loaded (`load_state_dict`, `torch.load`).
-        (
-            *(f"*{w}" for w in ("evaluate", "evaluation", "eval", "evaluating", "validate", "validation", "validating",
-                                "valid", "val", "test", "testing", "predict", "prediction", "predictions", "infer",
-                                "inference", "accuracy", "visualize", "visualise", "estimate", "generate", "generation",
-                                "sample", "sampling", "decode", "decoding", "dev", "holdout")),
-            *(f"*{p}{d}{s}" for p in ("val", "valid", "test", "eval", "dev")
-              for d in ("loader", "set", "data", "dl", "ds", "iter", "batch", "x", "images", "imgs") for s in ("", "s")),
-            "load", "load_state_dict",
-        ),
-    )
+    required_words = (("torch", "torchvision", "pytorch_lightning", "lightning", "timm", STAR_IMPORT),)
     message = "evaluation runs `{model}` with gradients enabled; use `torch.no_grad()` or `torch.inference_mode()`"
 
     def leave_Module(self, original_node: cst.Module) -> None:
