@@ -169,11 +169,16 @@ def check(
         else:
             report.fixed_count = 0
         reports = [report]
-        sources = {shown: _decode(data).splitlines()}
+        from torchlint.output import source_lines
+
+        sources = {shown: source_lines(str(stdin_filename or shown), data)}
     else:
         from torchlint.files import discover
 
         files = discover(paths, settings)
+        if not files:
+            # As ruff says it (and then, as ruff does, "All checks passed!").
+            click.echo("warning: No Python files found under the given path(s)", err=True)
         progress = Progress() if sys.stderr.isatty() else None
         reports = check_files(files, settings, options, jobs, progress)
         if progress is not None:
@@ -207,7 +212,11 @@ def check(
         if output_format == "concise":
             text = format_concise(reports, unsafe_fixes)
         else:
-            text = format_text(reports, sources if sources is not None else _read_sources(reports), unsafe_fixes)
+            if sources is None:
+                from torchlint.output import read_sources
+
+                sources = read_sources(r.path for r in reports if r.findings)
+            text = format_text(reports, sources, unsafe_fixes)
     elif output_format == "github":
         from torchlint.output import format_github
 
@@ -257,17 +266,6 @@ class Progress:
 
 def _decode(data: bytes | str) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
-
-
-def _read_sources(reports) -> dict[str, list[str]]:
-    sources = {}
-    for report in reports:
-        if report.findings:
-            try:
-                sources[report.path] = Path(report.path).read_bytes().decode("utf-8", errors="replace").splitlines()
-            except OSError:
-                pass
-    return sources
 
 
 def _rule_doc(rule: type[Rule]) -> str:

@@ -205,11 +205,13 @@ def _parse_in_pieces(
 def parse_error_finding(error: Exception) -> Finding:
     """TL000 for source that cannot be decoded or parsed."""
     if isinstance(error, (UnicodeDecodeError, LookupError)):
-        return _error(f"cannot decode file: {error}")
+        return _error(f"cannot decode file: {_decode_reason(str(error))}")
     if isinstance(error, SyntaxError):
         row, col = error.lineno or 1, max(error.offset or 1, 1)
         if error.msg.startswith("(unicode error)"):
-            return _error(f"cannot decode file: {error.msg.removeprefix('(unicode error)').strip()}", row, col)
+            return _error(f"cannot decode file: {_decode_reason(error.msg.removeprefix('(unicode error)').strip())}", row, col)
+        if _CODEC_ERROR.fullmatch(error.msg):  # text that its coding cookie's codec cannot read
+            return _error(f"cannot decode file: {_decode_reason(error.msg)}", row, col)
         if error.msg.startswith(("unknown encoding", "encoding problem")):  # a coding cookie
             return _error(f"cannot decode file: {error.msg}", row, col)
         reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
@@ -219,6 +221,22 @@ def parse_error_finding(error: Exception) -> Finding:
     if isinstance(error, (RecursionError, MemoryError)):
         return _error("the file is nested too deeply to parse")
     return _error(f"cannot parse file: {type(error).__name__}: {error}")
+
+
+_CODEC_ERROR = re.compile(r"'(?P<codec>[^']+)' codec can't decode (?P<what>bytes? (?:0x[0-9a-f]+|in position [0-9-]+)).*?: (?P<reason>.+)")
+
+
+def _decode_reason(message: str) -> str:
+    """A codec's error said once: Python's "'utf-8' codec can't decode byte 0xff in position
+    0: invalid start byte" (after "cannot decode file", and with a position that counts from
+    the start of a string literal, not of the file) becomes "byte 0xff is not valid utf-8
+    (invalid start byte)"."""
+    match = _CODEC_ERROR.fullmatch(message)
+    if match is None:
+        return message
+    what = match["what"].split()[1]
+    byte = f"byte {what}" if what.startswith("0x") else "the bytes"
+    return f"{byte} is not valid {match['codec']} ({match['reason']})"
 
 
 # --- suppression ------------------------------------------------------------------------
