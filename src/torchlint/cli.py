@@ -239,7 +239,9 @@ def check(
 
 
 class Progress:
-    """``torchlint: 120/480 files`` on a terminal's stderr, once a run has taken a while."""
+    """``torchlint: 120/480 files`` on a terminal's stderr, once a run has taken a while; while
+    a large file is linted, how far it has got (``torchlint: 0/1 files; big.py: 12/36
+    pieces``, or with ``--fix`` the top-level statements of each pass)."""
 
     DELAY_SECONDS = 2.0
     INTERVAL_SECONDS = 0.1
@@ -249,14 +251,27 @@ class Progress:
         self.start = self.clock()
         self.last = 0.0
         self.shown = False
+        self.files = ""
+        self.within_shown = False
 
     def __call__(self, done: int, total: int) -> None:
+        self.files = f"{done}/{total} files"
+        # (Erase what is left of a longer line about one file's lint.)
+        self._show(f"torchlint: {self.files}" + ("\033[K" if self.within_shown else ""))
+
+    def within(self, path: str, done: int, total: int, unit: str) -> None:
+        """How the lint of one large file goes: ``torchlint: 0/1 files; big.py: 12/36 pieces``."""
+        files = f"{self.files}; " if self.files else ""
+        self.within_shown = self._show(f"torchlint: {files}{path}: {done}/{total} {unit}\033[K") or self.within_shown
+
+    def _show(self, line: str) -> bool:
         now = self.clock()
         if now - self.start < self.DELAY_SECONDS or now - self.last < self.INTERVAL_SECONDS:
-            return
+            return False
         self.last, self.shown = now, True
-        sys.stderr.write(f"\rtorchlint: {done}/{total} files")
+        sys.stderr.write(f"\r{line}")
         sys.stderr.flush()
+        return True
 
     def clear(self) -> None:
         if self.shown:
