@@ -106,11 +106,67 @@ def test_json_with_no_findings_is_an_empty_array(project):
     assert result.exit_code == 0 and json.loads(result.output) == []
 
 
-def test_statistics(project):
+def test_statistics_then_the_summary_and_the_fixable_line_as_ruff_prints_them(project):
     (project / "bad2.py").write_text(BAD)
     result = run(".", "--statistics")
     assert result.exit_code == 1
-    assert result.output.split() == ["2", "TL501", "[*]", "save-whole-model"]
+    assert result.output.splitlines() == [
+        "    2\tTL501\t[*] save-whole-model",
+        "Found 2 errors.",
+        "[*] 2 fixable with the `--fix` option.",
+    ]
+    # Nothing found: nothing printed, as ruff does.
+    assert run("good.py", "--statistics").output == ""
+
+
+def test_fix_summary_counts_every_finding_found_as_ruff_does(project):
+    # Two findings, one fixed (safe) and one left (TL801 on GradScaler: an unsafe fix).
+    (project / "two.py").write_text(BAD + "scaler = torch.cuda.amp.GradScaler()\n")
+    before = run("two.py", "--output-format", "concise", "--no-cache")
+    assert "Found 2 errors." in before.output
+    result = run("--fix", "two.py", "--output-format", "concise", "--no-cache")
+    assert "Found 2 errors (1 fixed, 1 remaining)." in result.output, result.output
+    (project / "one.py").write_text(BAD)
+    assert "Found 1 error (1 fixed, 0 remaining)." in run("--fix", "one.py", "--no-cache").output
+
+
+def test_a_folder_with_nothing_to_lint_warns_as_ruff_does(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("torch.save(model, path)\n")
+    result = CliRunner().invoke(main, ["check", "empty"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert result.stderr == "warning: No Python files found under the given path(s)\n"
+    assert result.stdout == "All checks passed!\n"
+
+
+def test_a_binary_files_code_frame_shows_no_control_bytes(tmp_path):
+    (tmp_path / "bin.py").write_bytes(b"import torch\n\x01x\x7f\x1b[31m = 1\x0c\n")
+    result = CliRunner().invoke(main, ["check", "--no-cache", "bin.py"], catch_exceptions=False)
+    out = result.output
+    assert "bin.py:2:1: TL000" in out
+    assert " 2 | \u2401x\u2421\u241b[31m = 1\u240c" in out
+    assert not any(ord(c) < 0x20 and c not in "\n" or 0x7F <= ord(c) < 0xA0 for c in out), repr(out)
+
+
+def test_a_notebook_finding_gets_the_cells_rows_as_its_code_frame(tmp_path):
+    import json as _json
+
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": ["import torch\n", "from torch import nn\n", "model = nn.Linear(2, 2)\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": ["x = 1\n", "torch.save(model, 'm.pt')"]},
+    ]
+    notebook = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "nb.ipynb").write_text(_json.dumps(notebook))
+    out = CliRunner().invoke(main, ["check", "--no-cache", "nb.ipynb"], catch_exceptions=False).output
+    assert "nb.ipynb:cell 3:2:12: TL501" in out
+    assert " 2 | torch.save(model, 'm.pt')\n   |            ^^^^^\n" in out
+    stdin = CliRunner().invoke(
+        main, ["check", "--stdin-filename", "nb.ipynb", "-"], input=(tmp_path / "nb.ipynb").read_bytes()
+    ).output
+    assert " 2 | torch.save(model, 'm.pt')\n" in stdin
 
 
 def test_exit_zero(project):
@@ -139,7 +195,7 @@ def test_unreadable_and_unparsable_files_are_tl000_and_others_still_linted(proje
     assert result.exit_code == 1
     out = result.output
     assert "broken.py:1:7: TL000 SyntaxError" in out
-    assert "latin.py:1:8: TL000 cannot decode file: 'utf-8' codec can't decode byte 0xff" in out
+    assert "latin.py:1:8: TL000 cannot decode file: byte 0xff is not valid utf-8 (invalid start byte)\n" in out
     assert "missing.py:1:1: TL000 cannot read file: No such file or directory" in out
     assert "bad.py:4:12: TL501" in out
 

@@ -168,6 +168,26 @@ def test_progress_is_shown_only_after_a_delay(capsys):
     assert capsys.readouterr().err == "\rtorchlint: 5/10 files\rtorchlint: 10/10 files\r\x1b[K"
 
 
+def test_progress_within_one_large_file_shows_its_pieces(capsys):
+    now = [0.0]
+    progress = Progress()
+    progress.clock = lambda: now[0]
+    progress.start = 0.0
+    progress(0, 1)
+    now[0] = 2.5
+    progress.within("big.py", 12, 36, "pieces")
+    now[0] = 3.0
+    progress.within("big.py", 100, 3400, "statements (fix pass 2)")
+    now[0] = 3.5
+    progress(1, 1)
+    progress.clear()
+    assert capsys.readouterr().err == (
+        "\rtorchlint: 0/1 files; big.py: 12/36 pieces\x1b[K"
+        "\rtorchlint: 0/1 files; big.py: 100/3400 statements (fix pass 2)\x1b[K"
+        "\rtorchlint: 1/1 files\x1b[K\r\x1b[K"
+    )
+
+
 def test_no_progress_when_stderr_is_not_a_terminal(tmp_path):
     for i in range(5):
         (tmp_path / f"f{i}.py").write_text(SAFE)

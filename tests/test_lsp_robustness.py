@@ -32,8 +32,8 @@ create_server().start_io()
 
 
 class RawClient:
-    def __init__(self, command: list[str]) -> None:
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def __init__(self, command: list[str], stderr=subprocess.DEVNULL) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         self.received: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -120,6 +120,34 @@ def test_a_message_that_is_not_json_gets_a_parse_error_and_the_server_goes_on(cl
     assert reply["error"]["code"] == -32700
     client.send({"jsonrpc": "2.0", "id": 9, "method": "shutdown"})
     assert client.wait_for(lambda m: m.get("id") == 9)["result"] is None
+
+
+def test_a_malformed_message_is_logged_as_one_line_not_a_traceback(tmp_path):
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as stderr:
+        client = RawClient([sys.executable, "-m", "torchlint", "lsp"], stderr=stderr)
+        try:
+            client.initialize()
+            client.send({"jsonrpc": "2.0", "id": 7, "method": "textDocument/codeAction", "params": {"bogus": 1}})
+            client.wait_for(lambda m: m.get("id") == 7)
+            client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"bogus": 1}})
+            client.send('{"jsonrpc": "2.0", "id": 8, "method": "shutdown", ')
+            client.wait_for(lambda m: "error" in m and m.get("id", "absent") is None)
+            client.send({"jsonrpc": "2.0", "id": 9, "method": "shutdown"})
+            client.wait_for(lambda m: m.get("id") == 9)
+            client.send({"jsonrpc": "2.0", "method": "exit"})
+            client.process.wait(timeout=30)
+        finally:
+            if client.process.poll() is None:
+                client.process.kill()
+                client.process.wait()
+    lines = log.read_text().splitlines()
+    assert "Traceback" not in log.read_text()
+    assert lines == [
+        "torchlint lsp: a malformed message: textDocument/codeAction request 7: Invalid Params (answered with error -32602)",
+        "torchlint lsp: a malformed message: textDocument/didOpen: Invalid Params",
+        "torchlint lsp: a message that is not JSON: Expecting property name enclosed in double quotes: line 1 column 51 (char 50)",
+    ], lines
 
 
 def test_a_failing_rule_is_logged_and_shown_and_the_other_diagnostics_published():

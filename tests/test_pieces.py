@@ -466,3 +466,62 @@ def test_a_call_of_a_project_function_that_needs_cuda_is_in_every_piece(tmp_path
     found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks(view))
     assert [d.name for d in found.definitions].index("prepare") in found.shared
     assert "prepare" not in {found.definitions[i].name for i in pieces.outline(iter([ast.parse(source).body]), SemanticHooks()).shared}
+
+
+class _Recorder:
+    """A progress display that keeps what it is told (``runner.check_files``' ``progress``)."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[int, int]] = []
+
+    def __call__(self, done: int, total: int) -> None:
+        self.files.append((done, total))
+
+
+def _progress_of(big, jobs: int, fix_mode) -> _Recorder:
+    from torchlint.config import resolve_settings
+
+    recorder = _Recorder()
+    told = []
+    recorder.within = lambda path, done, total, unit: told.append((path, done, total, unit))
+    settings = resolve_settings([big / "big.py"], None, [], [], [])
+    options = runner.RunOptions(fix_mode=fix_mode, use_cache=False)
+    [report] = runner.check_files([big / "big.py"], settings, options, jobs, recorder)
+    assert report.findings
+    recorder.told = told
+    return recorder
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_one_large_files_progress_counts_its_pieces(big, monkeypatch, jobs):
+    monkeypatch.setattr(pieces, "MIN_LINES", 1_000)
+    monkeypatch.setattr(pieces, "PIECE_LINES", 500)
+    recorder = _progress_of(big, jobs, engine.FixMode.NONE)
+    told = recorder.told
+    assert recorder.files[0] == (0, 1) and recorder.files[-1] == (1, 1)
+    assert {(path, unit) for path, _, _, unit in told} == {("big.py", "pieces")}
+    [total] = {total for _, _, total, _ in told}
+    done = [d for _, d, _, _ in told]
+    assert total >= 4 and done == sorted(done) and done[-1] == total and len(set(done)) > 2
+
+
+def test_one_large_files_progress_with_fix_counts_the_statements_of_each_pass(big):
+    recorder = _progress_of(big, 1, engine.FixMode.SAFE)
+    statements = len(ast.parse((big / "big.py").read_bytes()).body)
+    passes = [unit for _, _, _, unit in recorder.told]
+    assert passes[0] == "statements (fix pass 1)" and "statements (fix pass 2)" in passes
+    first = [(done, total) for _, done, total, unit in recorder.told if unit == "statements (fix pass 1)"]
+    assert {total for _, total in first} == {statements}
+    assert [done for done, _ in first] == sorted(done for done, _ in first) and first[-1][0] == statements - 1
+
+
+def test_a_small_file_tells_no_progress_but_its_files(tmp_path):
+    from torchlint.config import resolve_settings
+
+    (tmp_path / "small.py").write_text(generate(300))
+    told = []
+    recorder = _Recorder()
+    recorder.within = lambda *args: told.append(args)
+    settings = resolve_settings([tmp_path / "small.py"], None, [], [], [])
+    runner.check_files([tmp_path / "small.py"], settings, runner.RunOptions(use_cache=False), 1, recorder)
+    assert told == [] and recorder.files == [(0, 1), (1, 1)]

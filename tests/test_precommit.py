@@ -102,3 +102,28 @@ def test_fix_hook_rewrites_the_bad_files(try_repo, user_repo):
     assert (user_repo / "bad.ipynb").read_bytes() == FIXED_NOTEBOOK
     again = try_repo("torchlint-fix", "bad.py", "bad.ipynb")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_readmes_local_hook_runs_the_installed_torchlint(user_repo, pre_commit_home):
+    """The README's `repo: local` snippet, as written there, in a user's repository: pre-commit
+    runs the `torchlint` installed beside this interpreter."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- pre-commit-local -->\n", 1)[1].split("\n", 1)[1].split("\n```", 1)[0]
+    (user_repo / ".pre-commit-config.yaml").write_text(block + "\n")
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(pre_commit_home),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+    def run(*files: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "--files", *files],
+            cwd=user_repo, env=env, capture_output=True, text=True, timeout=600,
+        )
+
+    bad = run("bad.py", "bad.ipynb")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "bad.py:4:12: TL501" in bad.stdout and "bad.ipynb:cell 5:8:12: TL501" in bad.stdout
+    good = run("good.py", "good.ipynb", "notes.txt")
+    assert good.returncode == 0, good.stdout + good.stderr

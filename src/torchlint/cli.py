@@ -169,11 +169,16 @@ def check(
         else:
             report.fixed_count = 0
         reports = [report]
-        sources = {shown: _decode(data).splitlines()}
+        from torchlint.output import source_lines
+
+        sources = {shown: source_lines(str(stdin_filename or shown), data)}
     else:
         from torchlint.files import discover
 
         files = discover(paths, settings)
+        if not files:
+            # As ruff says it (and then, as ruff does, "All checks passed!").
+            click.echo("warning: No Python files found under the given path(s)", err=True)
         progress = Progress() if sys.stderr.isatty() else None
         reports = check_files(files, settings, options, jobs, progress)
         if progress is not None:
@@ -207,7 +212,11 @@ def check(
         if output_format == "concise":
             text = format_concise(reports, unsafe_fixes)
         else:
-            text = format_text(reports, sources if sources is not None else _read_sources(reports), unsafe_fixes)
+            if sources is None:
+                from torchlint.output import read_sources
+
+                sources = read_sources(r.path for r in reports if r.findings)
+            text = format_text(reports, sources, unsafe_fixes)
     elif output_format == "github":
         from torchlint.output import format_github
 
@@ -230,7 +239,9 @@ def check(
 
 
 class Progress:
-    """``torchlint: 120/480 files`` on a terminal's stderr, once a run has taken a while."""
+    """``torchlint: 120/480 files`` on a terminal's stderr, once a run has taken a while; while
+    a large file is linted, how far it has got (``torchlint: 0/1 files; big.py: 12/36
+    pieces``, or with ``--fix`` the top-level statements of each pass)."""
 
     DELAY_SECONDS = 2.0
     INTERVAL_SECONDS = 0.1
@@ -240,14 +251,27 @@ class Progress:
         self.start = self.clock()
         self.last = 0.0
         self.shown = False
+        self.files = ""
+        self.within_shown = False
 
     def __call__(self, done: int, total: int) -> None:
+        self.files = f"{done}/{total} files"
+        # (Erase what is left of a longer line about one file's lint.)
+        self._show(f"torchlint: {self.files}" + ("\033[K" if self.within_shown else ""))
+
+    def within(self, path: str, done: int, total: int, unit: str) -> None:
+        """How the lint of one large file goes: ``torchlint: 0/1 files; big.py: 12/36 pieces``."""
+        files = f"{self.files}; " if self.files else ""
+        self.within_shown = self._show(f"torchlint: {files}{path}: {done}/{total} {unit}\033[K") or self.within_shown
+
+    def _show(self, line: str) -> bool:
         now = self.clock()
         if now - self.start < self.DELAY_SECONDS or now - self.last < self.INTERVAL_SECONDS:
-            return
+            return False
         self.last, self.shown = now, True
-        sys.stderr.write(f"\rtorchlint: {done}/{total} files")
+        sys.stderr.write(f"\r{line}")
         sys.stderr.flush()
+        return True
 
     def clear(self) -> None:
         if self.shown:
@@ -257,17 +281,6 @@ class Progress:
 
 def _decode(data: bytes | str) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
-
-
-def _read_sources(reports) -> dict[str, list[str]]:
-    sources = {}
-    for report in reports:
-        if report.findings:
-            try:
-                sources[report.path] = Path(report.path).read_bytes().decode("utf-8", errors="replace").splitlines()
-            except OSError:
-                pass
-    return sources
 
 
 def _rule_doc(rule: type[Rule]) -> str:

@@ -205,11 +205,13 @@ def _parse_in_pieces(
 def parse_error_finding(error: Exception) -> Finding:
     """TL000 for source that cannot be decoded or parsed."""
     if isinstance(error, (UnicodeDecodeError, LookupError)):
-        return _error(f"cannot decode file: {error}")
+        return _error(f"cannot decode file: {_decode_reason(str(error))}")
     if isinstance(error, SyntaxError):
         row, col = error.lineno or 1, max(error.offset or 1, 1)
         if error.msg.startswith("(unicode error)"):
-            return _error(f"cannot decode file: {error.msg.removeprefix('(unicode error)').strip()}", row, col)
+            return _error(f"cannot decode file: {_decode_reason(error.msg.removeprefix('(unicode error)').strip())}", row, col)
+        if _CODEC_ERROR.fullmatch(error.msg):  # text that its coding cookie's codec cannot read
+            return _error(f"cannot decode file: {_decode_reason(error.msg)}", row, col)
         if error.msg.startswith(("unknown encoding", "encoding problem")):  # a coding cookie
             return _error(f"cannot decode file: {error.msg}", row, col)
         reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
@@ -219,6 +221,22 @@ def parse_error_finding(error: Exception) -> Finding:
     if isinstance(error, (RecursionError, MemoryError)):
         return _error("the file is nested too deeply to parse")
     return _error(f"cannot parse file: {type(error).__name__}: {error}")
+
+
+_CODEC_ERROR = re.compile(r"'(?P<codec>[^']+)' codec can't decode (?P<what>bytes? (?:0x[0-9a-f]+|in position [0-9-]+)).*?: (?P<reason>.+)")
+
+
+def _decode_reason(message: str) -> str:
+    """A codec's error said once: Python's "'utf-8' codec can't decode byte 0xff in position
+    0: invalid start byte" (after "cannot decode file", and with a position that counts from
+    the start of a string literal, not of the file) becomes "byte 0xff is not valid utf-8
+    (invalid start byte)"."""
+    match = _CODEC_ERROR.fullmatch(message)
+    if match is None:
+        return message
+    what = match["what"].split()[1]
+    byte = f"byte {what}" if what.startswith("0x") else "the bytes"
+    return f"{byte} is not valid {match['codec']} ({match['reason']})"
 
 
 # --- suppression ------------------------------------------------------------------------
@@ -332,7 +350,7 @@ def run_rules(
     return context.findings, context.positions
 
 
-def _rule_pass(module, rules, failures, project, statement_lines, position_memo, cancelled) -> RuleContext:
+def _rule_pass(module, rules, failures, project, statement_lines, position_memo, cancelled, progress=None, unit="") -> RuleContext:
     """``run_rules``'s pass: the context it ran in, whose ``findings`` are those of the rules
     that did not fail (release it when done with its positions: ``RuleContext.release``)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -342,6 +360,8 @@ def _rule_pass(module, rules, failures, project, statement_lines, position_memo,
         visitors: list[cst.BatchableCSTVisitor] = [rule(context) for rule in rules]
         if cancelled is not None:
             visitors.append(_CancelPoints(cancelled))
+        if progress is not None:
+            visitors.append(_ProgressPoints(module, progress, unit))
         visit_batched(wrapper, visitors)
     if context.failures and failures is not None:
         failures.update(context.failures)
@@ -358,6 +378,29 @@ class Cancelled(BaseException):
 def _check(cancelled: Callable[[], bool] | None) -> None:
     if cancelled is not None and cancelled():
         raise Cancelled
+
+
+# ``progress(done, total, unit)``: how far a long lint of one file has got (the command line's
+# display for a large file: pieces done of pieces, or top-level statements walked in a pass).
+StepProgress = Callable[[int, int, str], None]
+
+
+class _ProgressPoints(cst.BatchableCSTVisitor):
+    """Tells ``progress`` as the rules' traversal enters each top-level statement."""
+
+    def __init__(self, module: cst.Module, progress: StepProgress, unit: str) -> None:
+        super().__init__()
+        self.index = {id(statement): number for number, statement in enumerate(module.body, start=1)}
+        self.progress, self.unit = progress, unit
+        progress(0, len(self.index), unit)  # (the facts the rules share are built before the walk)
+
+    def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
+        return {f"visit_{kind.__name__}": self._enter for kind in STATEMENTS}
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        number = self.index.get(id(node))
+        if number is not None:
+            self.progress(number - 1, len(self.index), self.unit)
 
 
 class _CancelPoints(cst.BatchableCSTVisitor):
@@ -764,6 +807,7 @@ def lint_module_source(
     parse_cache: ParseCache | None = None,
     tree: ast.Module | None = None,
     cancelled: Callable[[], bool] | None = None,
+    progress: StepProgress | None = None,
 ) -> SourceResult:
     """Lint (and, with ``fix_mode``, fix) one module's source.
 
@@ -779,10 +823,12 @@ def lint_module_source(
     tree, when the caller has parsed it for itself. ``cancelled`` (an editor's) is asked
     before the parse and each of its cached pieces, at each statement the rules' traversal
     enters, and before and within the semantic facts' long stages (``run_rules``): once it
-    is true, the lint stops there and raises ``Cancelled``.
+    is true, the lint stops there and raises ``Cancelled``. ``progress(done, total, unit)``
+    is told, in each pass of the rules, how many of the module's top-level statements the
+    walk has passed (``unit``: "statements", or with fixes "statements (fix pass N)").
     """
     try:
-        return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled)
+        return _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled, progress)
     except Cancelled:
         if parse_cache is not None:
             parse_cache.stopped()  # (what the last lint left stays for the next; this one's goes)
@@ -793,7 +839,7 @@ def lint_module_source(
             parse_cache.next_lint()  # what this lint did not use is dropped
 
 
-def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled) -> SourceResult:
+def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled, progress=None) -> SourceResult:
     try:
         rules, waiting, lines = _prescreened(source, rules, prescreen, tree)
         if not any(map(visits, rules)):
@@ -808,7 +854,7 @@ def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_
             result = _lint_module(
                 source, module, [r for r in rules if r.code not in failures], fix_mode, with_edits, failures,
                 [r for r in waiting if r.code not in failures], project, lines,
-                parse_cache, cancelled,
+                parse_cache, cancelled, progress,
             )
         except RecursionError:  # the visitors recurse once per nesting level
             return SourceResult([_error("the file is nested too deeply to analyse")], source, source)
@@ -944,25 +990,34 @@ def lint_in_pieces(
     project: object = None,
     hooks: pieces.Hooks | None = None,
     with_edits: bool = False,
+    progress: StepProgress | None = None,
     **cut,
 ) -> SourceResult | None:
     """A large file's lint in pieces, one after the other (``plan_pieces``, whose arguments
     ``cut`` passes on; ``with_edits`` as ``lint_module_source``'s); None where the file is
-    not cut: lint it whole."""
+    not cut: lint it whole. ``progress(done, total, "pieces")`` is told as pieces are done."""
     plan = plan_pieces(source, hooks, **cut)
     if plan is None or isinstance(plan, SourceResult):
         return plan
     linted: dict[bytes, SourceResult] = {}  # (pieces of the same text, when cut finely, are linted once)
+    total = len(plan.cuts)
 
-    def lint(text: bytes) -> SourceResult:
+    def lint(number: int, text: bytes) -> SourceResult:
+        if progress is not None:
+            progress(number, total, "pieces")
         if text not in linted:
             linted.clear()
             linted[text] = lint_module_source(text, rules, with_edits=with_edits, project=project)
         return linted[text]
 
-    return plan.merge(
-        (result.findings, result.failures, file_rows) for text, file_rows in plan.sources() for result in [lint(text)]
+    result = plan.merge(
+        (result.findings, result.failures, file_rows)
+        for number, (text, file_rows) in enumerate(plan.sources())
+        for result in [lint(number, text)]
     )
+    if progress is not None:
+        progress(total, total, "pieces")
+    return result
 
 
 class _Restart(Exception):
@@ -980,18 +1035,18 @@ def _source_text(source: bytes | str, module: cst.Module) -> str:
         return module.code
 
 
-def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled=None) -> SourceResult:
+def _lint_module(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled=None, progress=None) -> SourceResult:
     contexts: list[RuleContext] = []  # the rules' pass's, released once the lint is done with it
     try:
         return _lint_passes(
-            source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts
+            source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts, progress
         )
     finally:
         for context in contexts:
             context.release()
 
 
-def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts) -> SourceResult:
+def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting, project, lines, cache, cancelled, contexts, progress=None) -> SourceResult:
     text = _source_text(source, module)
     suppressions = find_suppressions(text)
     if suppressions.file_all:
@@ -1003,7 +1058,8 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
         memo = cache.positions if pass_number == 0 and cache is not None else None
         while contexts:  # (the last pass's: its fixes are applied)
             contexts.pop().release()
-        context = _rule_pass(module, rules, failures, project, lines, memo, cancelled)
+        unit = f"statements (fix pass {pass_number + 1})" if fix_mode else "statements"
+        context = _rule_pass(module, rules, failures, project, lines, memo, cancelled, progress, unit)
         contexts.append(context)
         findings, positions = context.findings, context.positions
         if len(failures) > known and fixed_count:

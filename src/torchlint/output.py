@@ -3,8 +3,10 @@ returns the text to print; JSON and SARIF are in ``output_json``."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from typing import Sequence
+from pathlib import Path
+from typing import Iterable, Sequence
 
 from torchlint.rule import Applicability, Finding, rule_by_code
 from torchlint.runner import FileReport
@@ -41,7 +43,9 @@ def summary(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
     lines = []
     if findings:
         n = len(findings)
-        lines.append(f"Found {n} error{'s' if n != 1 else ''}" + (f" ({fixed} fixed, {n} remaining)." if fixed else "."))
+        # As ruff counts: every finding found, the fixed ones included.
+        found = n + fixed
+        lines.append(f"Found {found} error{'s' if found != 1 else ''}" + (f" ({fixed} fixed, {n} remaining)." if fixed else "."))
         fixable = sum(1 for f in findings if _fixable(f, unsafe_fixes))
         hidden = sum(1 for f in findings if f.fix is not None and not _fixable(f, unsafe_fixes))
         if fixable:
@@ -65,17 +69,70 @@ def format_concise(reports: Sequence[FileReport], unsafe_fixes: bool = False) ->
     return "\n".join(lines + [summary(reports, unsafe_fixes)])
 
 
-def format_text(
-    reports: Sequence[FileReport], sources: dict[str, list[str]] | None = None, unsafe_fixes: bool = False
-) -> str:
-    """One line per finding followed by the source line it points at and, where the rule can
-    fix it, what the fix does."""
+# Control characters shown as Unicode's pictures of them (U+2400...), as ruff shows them: a
+# binary file's bytes must not reach the terminal raw. One character for one, so the carets
+# stay under what they point at.
+_PICTURES = {**{c: chr(0x2400 + c) for c in range(0x20) if c != 0x09}, 0x7F: "\u2421"}
+_PICTURES.update({c: "\ufffd" for c in range(0x80, 0xA0)})  # C1 controls (0x9B starts a CSI)
+
+
+def printable(line: str) -> str:
+    """``line`` with its control characters (other than tabs) replaced by visible ones."""
+    return line.translate(_PICTURES)
+
+
+Sources = dict  # path -> the file's lines, or for a notebook: cell number -> the cell's lines
+
+
+def read_sources(paths: Iterable[str]) -> Sources:
+    """The lines the text output shows for the files at ``paths`` (read as they are now)."""
+    sources: Sources = {}
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue
+        sources[path] = source_lines(path, data)
+    return sources
+
+
+def source_lines(path: str, data: bytes) -> list[str] | dict[int, list[str]]:
+    """A file's lines; a notebook's, per cell (numbered as findings number them, from 1,
+    every cell counted)."""
+    if path.endswith(".ipynb"):
+        import json
+
+        try:
+            cells = json.loads(data).get("cells")
+            return {
+                number: _rows("".join(text) if isinstance(text, list) else str(text))
+                for number, cell in enumerate(cells, start=1)
+                if isinstance(cell, dict) and isinstance(text := cell.get("source", ""), (list, str))
+            }
+        except (ValueError, AttributeError, TypeError):
+            return {}
+    return _rows(data.decode("utf-8", errors="replace"))
+
+
+def _rows(text: str) -> list[str]:
+    """The rows of ``text`` as Python counts them (``str.splitlines`` also breaks at form
+    feeds and other separators, which would shift a binary file's rows)."""
+    return re.split(r"\r\n|\r|\n", text)
+
+
+def format_text(reports: Sequence[FileReport], sources: Sources | None = None, unsafe_fixes: bool = False) -> str:
+    """One line per finding followed by the source line it points at (in a notebook, the
+    cell's row) and, where the rule can fix it, what the fix does."""
     blocks = []
     for path, f in rows(reports):
         block = [_line(path, f, unsafe_fixes)]
         lines = (sources or {}).get(path, [])
-        if f.cell is None and 0 < f.start.row <= len(lines):
-            source_line = lines[f.start.row - 1].rstrip("\r\n")
+        if isinstance(lines, dict):  # a notebook's cells
+            lines = lines.get(f.cell, []) if f.cell is not None else []
+        elif f.cell is not None:
+            lines = []
+        if 0 < f.start.row <= len(lines):
+            source_line = printable(lines[f.start.row - 1].rstrip("\r\n"))
             gutter = str(f.start.row)
             width = max(1, (f.end.column - f.start.column) if f.end.row == f.start.row else len(source_line) - f.start.column + 1)
             block.append(f" {gutter} | {source_line}")
@@ -103,6 +160,10 @@ def format_statistics(reports: Sequence[FileReport], output_format: str = "text"
     for code, n in ordered:
         marker = "[*]" if code in fixable else "   "
         lines.append(f"{n:>5}\t{code}\t{marker} {rule_by_code(code).name}")
+    # As ruff does: the table, then the summary and what `--fix` would fix (nothing at all
+    # where nothing was found, but internal errors are always told).
+    if ordered or any(r.errors for r in reports):
+        lines.append(summary(reports, unsafe_fixes))
     return "\n".join(lines)
 
 

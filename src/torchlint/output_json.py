@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import torchlint
 from torchlint.output import rows
-from torchlint.rule import Finding, Location, all_rules, rule_by_code
+from torchlint.rule import Finding, Location, all_rules, project_urls, rule_by_code
 from torchlint.runner import FileReport, RunError
 
 
@@ -53,7 +53,6 @@ def format_json(reports: Sequence[FileReport]) -> str:
 # --- SARIF 2.1.0 ------------------------------------------------------------------------
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-PROJECT_URL = "https://github.com/torchlint/torchlint"
 
 
 def _sarif_rule(rule) -> dict:
@@ -133,7 +132,8 @@ def format_sarif(reports: Sequence[FileReport]) -> str:
             "driver": {
                 "name": "torchlint",
                 "version": torchlint.__version__,
-                "informationUri": PROJECT_URL,
+                # (The project's home, where [project.urls] declares one: SARIF wants a URI.)
+                **({"informationUri": home} if (home := project_urls().get("Homepage")) else {}),
                 "rules": [_sarif_rule(rule) for rule in rules],
             }
         },

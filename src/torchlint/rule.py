@@ -13,10 +13,12 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
 
 import libcst as cst
@@ -27,7 +29,35 @@ from torchlint.positions import LintMemo, Positions, StatementLines
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules.md#{anchor}"
+
+
+@lru_cache(maxsize=None)
+def project_urls() -> dict[str, str]:
+    """The project's addresses as pyproject.toml's ``[project.urls]`` declares them (``Homepage``,
+    ``Documentation``, ``Rules``...): from the installed package's metadata, or, run from a
+    source tree that is not installed, from its pyproject.toml; empty where neither is found."""
+    urls: dict[str, str] = {}
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+
+        for entry in metadata("torchlint").get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            urls[label.strip()] = url.strip()
+    except (ImportError, PackageNotFoundError):
+        pass
+    if not urls:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # pragma: no cover
+                import tomli as tomllib
+            project = tomllib.loads(pyproject.read_text()).get("project", {})
+            if project.get("name") == "torchlint":
+                urls = dict(project.get("urls", {}))
+        except (OSError, ValueError):
+            pass
+    return urls
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
@@ -226,7 +256,9 @@ class Rule(cst.BatchableCSTVisitor):
 
     @classmethod
     def url(cls) -> str:
-        return DOCS_URL.format(anchor=f"{cls.code}-{cls.name}".lower())
+        """The rule's documentation: its section of the rules page (``[project.urls]`` ``Rules``)."""
+        anchor = f"{cls.code}-{cls.name}".lower()
+        return f"{project_urls().get('Rules', '')}#{anchor}"
 
 
 def _isolated(rule: Rule, method: Callable) -> Callable:

@@ -62,11 +62,14 @@ def _unreadable(path: str, error: OSError) -> FileReport:
 
 
 def lint_source(
-    source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None, view=None
+    source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None, view=None, progress=None
 ) -> SourceResult:
     """Lint one file's bytes under the settings that apply to ``path``; ``project`` is the
     project index (semantic/project.py), or None; ``view``, the file's view of it when the
-    caller has one."""
+    caller has one; ``progress(done, total, unit)``, told how far the lint of a large file
+    has got (``engine.StepProgress``; not for notebooks)."""
+    if progress is not None and source.count(b"\n") + 1 < PROGRESS_LINES:
+        progress = None  # (a small file is done before anyone could read it)
     rules = settings.rules_for(path)
     if view is None and project is not None:
         view = project.view(path)
@@ -77,10 +80,14 @@ def lint_source(
     if _in_pieces(path, options):  # a large file: in pieces, one after the other
         from torchlint.semantic.pieces import SemanticHooks
 
-        result = lint_in_pieces(source, rules, view, SemanticHooks(view), options.with_edits)
+        result = lint_in_pieces(source, rules, view, SemanticHooks(view), options.with_edits, progress)
         if result is not None:
             return result
-    return lint_module_source(source, rules, options.fix_mode, options.with_edits, view)
+    return lint_module_source(source, rules, options.fix_mode, options.with_edits, view, progress=progress)
+
+
+# A file of this many lines or more tells the progress display how its lint goes.
+PROGRESS_LINES = 2_000
 
 
 def _in_pieces(path: Path | None, options: RunOptions) -> bool:
@@ -89,7 +96,8 @@ def _in_pieces(path: Path | None, options: RunOptions) -> bool:
     return options.fix_mode == FixMode.NONE and (path is None or path.suffix != ".ipynb")
 
 
-def check_file(path: Path, settings: Settings, options: RunOptions, project=None) -> FileReport:
+def check_file(path: Path, settings: Settings, options: RunOptions, project=None, progress=None) -> FileReport:
+    """``progress``: as ``check_files``' (its ``within``, for this file, is told how its lint goes)."""
     shown = display_path(path)
     try:
         source = path.read_bytes()
@@ -98,7 +106,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
     cached, key, view = _cached(path, source, settings, options, project)
     if cached is not None:
         return FileReport(shown, cached)
-    result = lint_source(source, path, settings, options, project, view)
+    result = lint_source(source, path, settings, options, project, view, _within(progress, shown))
     report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
     report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
     if result.fixed_source != source:
@@ -156,10 +164,16 @@ def _set_project(project) -> None:
     _project = project
 
 
-def _check_one(args: tuple[Path, Settings, RunOptions]) -> FileReport:
+def _within(progress, shown: str):
+    """``progress.within`` for the file shown as ``shown`` (``engine.StepProgress``), or None."""
+    within = getattr(progress, "within", None)
+    return None if within is None else (lambda done, total, unit: within(shown, done, total, unit))
+
+
+def _check_one(args: tuple[Path, Settings, RunOptions], progress=None) -> FileReport:
     path, settings, options = args
     try:
-        return check_file(path, settings, options, _project)
+        return check_file(path, settings, options, _project, progress)
     except Exception as error:  # a bug of ours must not hide the other files' findings
         shown = display_path(path)
         return FileReport(shown, errors=[RunError(shown, f"internal error: {type(error).__name__}: {error}")])
@@ -172,26 +186,30 @@ def check_files(
     jobs: int | None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[FileReport]:
-    """Each file's report, in order; ``progress(done, total)`` is called as files finish.
-    With more than one job, a large file's pieces (``engine.plan_pieces``) are linted by
-    the workers side by side."""
+    """Each file's report, in order; ``progress(done, total)`` is called as files finish,
+    and ``progress.within(path, done, total, unit)``, where it has one, as a large file's
+    lint goes on (its pieces done, or the statements of a pass walked: what a run of one
+    large file can show). With more than one job, a large file's pieces
+    (``engine.plan_pieces``) are linted by the workers side by side."""
     jobs = jobs or os.cpu_count() or 1
     tasks = [(f, settings, options) for f in files]
     reports: list[FileReport] = []
     large = [f for f in files if _may_be_cut(f)] if jobs > 1 and _in_pieces(None, options) else []
     outlines = _Outlines(large, settings, options) if large else None  # (read while the project is summarised)
     pool = None
+    if progress is not None:
+        progress(0, len(tasks))
     try:
         project = _build_project(files, settings, options)
         if jobs <= 1 or (len(files) < 2 * jobs and not large):
             _set_project(project)
-            results: Iterable[FileReport] = map(_check_one, tasks)
+            results: Iterable[FileReport] = (_check_one(task, progress) for task in tasks)
         else:
             from concurrent.futures import ProcessPoolExecutor
 
             pool = ProcessPoolExecutor(max_workers=jobs, initializer=_set_project, initargs=(project,))
             if large:
-                results = _check_in_pieces(pool, tasks, project, outlines)
+                results = _check_in_pieces(pool, tasks, project, outlines, progress)
             else:
                 results = pool.map(_check_one, tasks, chunksize=max(1, len(tasks) // (jobs * 4)))
         for report in results:
@@ -295,7 +313,7 @@ def _read_outlines(paths: list[Path], connection) -> None:
     connection.close()
 
 
-def _check_in_pieces(pool, tasks: list, project, outlines: _Outlines | None = None) -> Iterator[FileReport]:
+def _check_in_pieces(pool, tasks: list, project, outlines: _Outlines | None = None, progress=None) -> Iterator[FileReport]:
     """The reports of ``tasks``, in order, each file a task of the pool but a large one,
     whose pieces are: planned here (with its outline read by ``outlines``, where it was),
     linted by the workers, merged here."""
@@ -336,7 +354,7 @@ def _check_in_pieces(pool, tasks: list, project, outlines: _Outlines | None = No
         if isinstance(entry, FileReport):
             yield entry
         elif isinstance(entry, tuple):
-            yield _merged(*entry, project=project)
+            yield _merged(*entry, project=project, progress=_within(progress, display_path(entry[0])))
         else:
             yield entry.result()
 
@@ -352,19 +370,27 @@ def _lint_piece(path: Path, text: bytes, settings: Settings, options: RunOptions
     return result.findings, result.failures, view.asked if view is not None else {}
 
 
-def _merged(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project) -> FileReport:
+def _merged(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project, progress=None) -> FileReport:
     try:
-        return _merge(path, settings, options, key, view, planned, jobs, project)
+        return _merge(path, settings, options, key, view, planned, jobs, project, progress)
     except Exception as error:  # a bug of ours must not hide the other files' findings
         shown = display_path(path)
         return FileReport(shown, errors=[RunError(shown, f"internal error: {type(error).__name__}: {error}")])
 
 
-def _merge(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project) -> FileReport:
+def _merge(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project, progress=None) -> FileReport:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     from torchlint.semantic.project import AskedView
 
     shown = display_path(path)
     asked: dict = dict(view.asked) if isinstance(view, AskedView) else {}  # (the plan's questions)
+    if progress is not None:  # the pieces done of the pieces, as the workers finish them
+        waiting = {job for job, _ in jobs}
+        progress(sum(job.done() for job, _ in jobs), len(jobs), "pieces")
+        while waiting:
+            waiting = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED).not_done
+            progress(len(jobs) - len(waiting), len(jobs), "pieces")
     results = []
     for job, rows in jobs:  # (each piece's job, and the file's row of each of its rows)
         findings, failures, piece_asked = job.result()

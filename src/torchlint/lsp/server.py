@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import os
 import re
 import sys
@@ -277,8 +278,43 @@ async def in_thread(function, *args):
     return await future
 
 
-class _Answered(Exception):
+class _Malformed(Exception):
+    """A message whose params do not fit its method."""
+
+
+class _Answered(_Malformed):
     """A malformed request that has already been answered with a JSON-RPC error."""
+
+
+class OneLineMalformed(logging.Filter):
+    """pygls logs a malformed message with its traceback (a hundred lines of cattrs' exception
+    groups for one missing field). A malformed message is the client's mistake, not a bug of
+    the server: it is logged as one line, and pygls' report of the failed structuring (always
+    followed by the raise that ``run_async`` logs) is dropped. Other errors keep their
+    traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if message.startswith("Unable to deserialize message"):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        if message.startswith("Unable to handle message") and isinstance(error, (_Malformed, JsonRpcException, json.JSONDecodeError)):
+            kind = "a message that is not JSON" if isinstance(error, json.JSONDecodeError) else "a malformed message"
+            record.msg, record.args = f"torchlint lsp: {kind}: %s", (_describe(error),)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _describe(error: BaseException) -> str:
+    return str(error) or type(error).__name__
+
+
+def quiet_malformed_messages() -> None:
+    """Install ``OneLineMalformed`` on the pygls loggers that report malformed messages."""
+    for name in ("pygls.protocol.json_rpc", "pygls.io_", "pygls.server"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineMalformed) for f in logger.filters):
+            logger.addFilter(OneLineMalformed())
 
 
 class TorchlintProtocol(LanguageServerProtocol):
@@ -290,8 +326,10 @@ class TorchlintProtocol(LanguageServerProtocol):
             # rather than only logging it and leaving the client waiting.
             if "method" in data and data.get("id") is not None:
                 self._send_response(data["id"], error=error.to_response_error())
-                raise _Answered from error
-            raise
+                raise _Answered(
+                    f"{data['method']} request {data['id']!r}: {error.message} (answered with error {error.code})"
+                ) from error
+            raise _Malformed(f"{data.get('method', 'a message')}: {error.message}") from error
 
 
 class TorchlintServer(LanguageServer):
@@ -581,6 +619,7 @@ def _is_safe_fix(diagnostic: types.Diagnostic) -> bool:
 
 
 def create_server() -> TorchlintServer:
+    quiet_malformed_messages()
     server = TorchlintServer()
 
     @server.feature(types.EXIT)
