@@ -6,7 +6,11 @@ and erring wide:
   file (``devices.DeviceFacts``): CUDA-only signals (``set_device``, ``synchronize``, pins,
   NCCL, collectives, Triton, any import, a call of a project function that needs CUDA),
   device names and holders, device strings, availability checks, saves, ``exec``, global
-  declarations. Every piece holds them, so its device facts are the whole file's.
+  declarations; the functions connected through calls (or pytest fixtures asked for by
+  name) to one that tests for the GPU, whose call graph decides which functions only ever
+  run with one (``DeviceFacts.cuda_only_functions``); uses of `.require_grad` (TL604) and of
+  names imported from ``torch.cuda.amp`` (TL801's fix drops the import once every use is
+  rewritten). Every piece holds them, so its device facts are the whole file's.
 - **independent**: the functions whose lint cannot depend on their callers. What a caller
   gives a function, in the facts: the modules its unannotated parameters receive, the mode
   and gradient state of the models it uses, whether it has callers at all and what runs
@@ -30,7 +34,9 @@ from torchlint.semantic.devices import _AVAILABILITY, _COLLECTIVES, _DEVICE_STRI
 from torchlint.semantic.project import _dotted
 
 _FILE_WIDE_NAMES = frozenset(
-    {"set_device", "synchronize", "pin_memory", "exec", "triton", "device"} | {q.rpartition(".")[2] for q in _COLLECTIVES}
+    {"set_device", "synchronize", "pin_memory", "exec", "triton", "device",
+     "require_grad"}  # (TL604: a file that reads `.require_grad` uses the name as its own)
+    | {q.rpartition(".")[2] for q in _COLLECTIVES}
 )
 _SCALARS = frozenset({"int", "float", "str", "bool", "bytes"})
 # What a caller's state reaches: modes, gradients, training steps, forwards.
@@ -88,7 +94,9 @@ class SemanticHooks:
         the dotted names of the functions it calls, and, for a function that
         may be independent, the global names it reads and calls); ``nodes`` are every node
         in it, ``used`` the names and attribute names among them."""
-        shared = any(map(_file_wide, used))
+        shared = any(map(_file_wide, used)) or any(
+            self.aliases.get(n, "").startswith("torch.cuda.amp.") for n in used
+        )  # (TL801's fix drops a `from torch.cuda.amp import` name once every use of it is rewritten)
         tests: set[str] = set()
         chains: set[str] = set()  # the dotted names of the functions it calls
         for child in nodes:
@@ -110,7 +118,14 @@ class SemanticHooks:
                 for target in child.targets:
                     tests |= {"\0available:" + n for n in _names(target)}
         independent = None if isinstance(node, ast.ClassDef) else _independent(node, nodes)
-        return shared, frozenset(tests), frozenset(chains), independent
+        if not isinstance(node, ast.ClassDef):
+            # (a pytest test's parameters name the fixtures it runs: calls, for the call graph)
+            arguments = node.args
+            chains |= {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        # A test or a decorator that asks for the GPU (`if not torch.cuda.is_available(): skip`).
+        decorators = [n for d in getattr(node, "decorator_list", ()) for n in _names(d)]
+        gpu_test = any(_AVAILABILITY.search(n) for n in [*tests, *decorators])
+        return shared, frozenset(tests), frozenset(chains), independent, gpu_test
 
     def finish(self, definitions: list[Definition]) -> tuple[set[int], set[int]]:
         return self._shared(definitions), self._independent(definitions)
@@ -118,10 +133,35 @@ class SemanticHooks:
     def _shared(self, definitions: list[Definition]) -> set[int]:
         found = set()
         for index, d in enumerate(definitions):
-            shared, tests, chains, _ = d.facts
+            shared, tests, chains, _, _ = d.facts
             own = {t[len("\0available:"):] for t in tests if t.startswith("\0available:")}
             if shared or tests & (self.available | own) or self._requires_cuda(chains):
                 found.add(index)
+        return found | self._gpu_call_graph(definitions)
+
+    @staticmethod
+    def _gpu_call_graph(definitions: list[Definition]) -> set[int]:
+        """The definitions connected, through calls of the file's functions (and pytest
+        fixtures asked for by name), to one that tests for the GPU: the devices facts judge
+        which functions only ever run with a GPU from that call graph
+        (``DeviceFacts.cuda_only_functions``), so every piece holds all of it."""
+        seeds = [i for i, d in enumerate(definitions) if d.facts[4]]
+        if not seeds:
+            return set()
+        by_name = {d.name: i for i, d in enumerate(definitions)}
+        edges: dict[int, set[int]] = {}
+        for i, d in enumerate(definitions):
+            for dotted in d.facts[2]:
+                j = by_name.get(dotted.partition(".")[0])
+                if j is not None and j != i:
+                    edges.setdefault(i, set()).add(j)
+                    edges.setdefault(j, set()).add(i)
+        found, stack = set(seeds), list(seeds)
+        while stack:
+            for j in edges.get(stack.pop(), ()):
+                if j not in found:
+                    found.add(j)
+                    stack.append(j)
         return found
 
     def _requires_cuda(self, chains: frozenset) -> bool:
