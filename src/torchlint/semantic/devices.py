@@ -119,12 +119,12 @@ DEVICE_TYPE_CALLS = frozenset(
 
 def cuda_string(expr: cst.BaseExpression | None) -> bool:
     """``"cuda"`` or ``"cuda:N"``."""
-    return isinstance(expr, cst.SimpleString) and bool(_CUDA_STRING.match(str(expr.evaluated_value)))
+    return isinstance(expr, cst.SimpleString) and bool(_CUDA_STRING.match(expr.raw_value))
 
 
 def cuda_index(expr: cst.SimpleString) -> int | None:
     """``N`` in ``"cuda:N"``; None for plain ``"cuda"`` (the current device)."""
-    match = _CUDA_STRING.match(str(expr.evaluated_value))
+    match = _CUDA_STRING.match(expr.raw_value)
     return int(match.group("index")) if match and match.group("index") else None
 
 
@@ -450,7 +450,7 @@ class DeviceFacts:
         if value is None or depth > 6:
             return UNKNOWN
         if isinstance(value, cst.SimpleString):
-            text = str(value.evaluated_value)
+            text = value.raw_value
             if not _DEVICE_STRING.match(text):
                 return UNKNOWN
             return ACCELERATOR if text.startswith("cuda") else OTHER
@@ -497,7 +497,7 @@ class DeviceFacts:
         if isinstance(value, cst.Call):
             return self.model.qualified_name(value.func) == "torch.device"
         if isinstance(value, cst.SimpleString):
-            return bool(_DEVICE_STRING.match(str(value.evaluated_value)))
+            return bool(_DEVICE_STRING.match(value.raw_value))
         if isinstance(value, cst.IfExp):
             return self.is_device_value(value.body) and self.is_device_value(value.orelse)
         return False
