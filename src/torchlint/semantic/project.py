@@ -1089,20 +1089,29 @@ class ProjectIndex:
         return (path, name) in self._referenced
 
     def module_loads(self, path: Path) -> tuple[str, ...] | None:
-        """What the project's files (every Python file and notebook under the root, or under
-        the folder of ``path`` when it lies outside the root) read as a module of what
+        """What the project's files (every Python file and notebook under the project's root
+        folder, ``_project_folder``) read as a module of what
         ``torch.load`` gives them (``ModuleSummary.module_loads``), whoever saved it; None
         when there are more files than are read (``MAX_LOADER_FILES``): unknown."""
-        top = self.root if self.root in path.parents else path.parent
+        top = _project_folder(path)
         if top not in self._module_loads:
             self._module_loads[top] = self._scan_loads(top)
         return self._module_loads[top]
 
     def _scan_loads(self, top: Path) -> tuple[str, ...] | None:
+        """(``module_loads``.) Under a folder that marks a project's root (``pyproject.toml``,
+        ``setup.py``, ``setup.cfg``, ``.git``) every file below it; under any other folder
+        (a file opened in ``/tmp`` or a home folder) only the files beside it, and unknown
+        when it holds folders, which may hold more readers than are worth walking."""
         found: set[str] = set()
         files = 0
+        project = _marks_project(top)
         for folder, dirs, names in os.walk(top):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT_FOLDERS)
+            if not project:
+                if any(d != "__pycache__" for d in dirs):
+                    return None
+                dirs[:] = []
             for name in sorted(names):
                 if not name.endswith((".py", ".ipynb")):
                     continue
@@ -1211,6 +1220,23 @@ class ProjectIndex:
         if path not in self._is_dir:
             self._is_dir[path] = os.path.isdir(path)
         return self._is_dir[path]
+
+
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def _marks_project(folder: Path) -> bool:
+    return any((folder / marker).exists() for marker in _PROJECT_MARKERS)
+
+
+def _project_folder(path: Path) -> Path:
+    """The root of the project holding ``path``: the nearest folder above it that holds
+    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``; the file's own folder when
+    none does."""
+    for folder in path.parents:
+        if _marks_project(folder):
+            return folder
+    return path.parent
 
 
 def _read_file(path: Path) -> bytes | None:
