@@ -108,7 +108,7 @@ def test_ipython_lines_are_masked_not_parsed(line):
     assert where(result) == [("TL501", 2, 3, 12)]
 
 
-@pytest.mark.parametrize("line", ["time = 3", "pip(3)", "ls = [1]", "env.reset()", "cd"])
+@pytest.mark.parametrize("line", ["time = 3", "pip(3)", "ls = [1]", "env.reset()", "cd", 'system = """You are\n  a grader."""'])
 def test_magic_names_used_as_python_are_python(line):
     # A name that automagic would run stays Python where the line is Python.
     result = lint(notebook(code(MODEL), code(f"{line}\nmodel.cuda()")))

@@ -58,6 +58,9 @@ _AUTOMAGIC = re.compile(
     r"[ \t]*(?:pip|conda|mamba|cd|ls|mkdir|cat|env|load_ext|matplotlib|run|timeit|time|rm|cp|mv|autoreload|config|"
     r"who|whos|reset|pwd|bookmark|pycat|writefile|sx|system)[ \t]+\S"
 )
+# What makes a line that starts with such a name Python: an assignment (augmented, annotated,
+# to a tuple), a call, a subscript, an attribute.
+_PYTHON_AFTER_NAME = re.compile(r"(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|[:,(\[]|\.\w)")
 # An assignment from a magic or shell escape (`files = !ls`, `t = %timeit -o f()`).
 _ASSIGN_FROM_ESCAPE = re.compile(r"[ \t]*[\w.,()\[\] \t]+=[ \t]*(?:%\w|!)")
 # Help after a name (`model?`, `nn.Linear??`, `torch.*Tensor?`, `%timeit?`), which IPython
@@ -272,8 +275,9 @@ def _is_ipython_line(line: str, previous: list[str]) -> bool:
 def _automagic(line: str) -> bool:
     """A line magic written without its `%` (`pip install timm`, `matplotlib inline`): IPython
     runs it so (automagic, on by default) where the line is no valid Python."""
-    if not _AUTOMAGIC.match(line):
-        return False
+    match = _AUTOMAGIC.match(line)
+    if not match or _PYTHON_AFTER_NAME.match(line, match.end() - 1):
+        return False  # (`system = """...`: an assignment, whose string goes on below)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
