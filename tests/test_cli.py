@@ -221,6 +221,18 @@ def test_gitignore_and_exclude_are_honoured(project):
     assert "ignored/" not in out and "excluded/" not in out and ".venv" not in out
 
 
+def test_template_files_are_not_walked_but_linted_when_named(project):
+    # cookiecutter's files and folders are named by template expressions: templates, not Python.
+    template = project / "{{cookiecutter.name}}"
+    template.mkdir()
+    (template / "train.py").write_text("{% if cookiecutter.gpu %}\nx = 1\n{% endif %}\n")
+    (project / "run_{{cookiecutter.slug}}.py").write_text("{%- if cookiecutter.tf %}\nimport tensorflow\n{%- endif %}\n")
+    out = run(".", "--output-format", "concise").output
+    assert "cookiecutter" not in out
+    named = run("run_{{cookiecutter.slug}}.py", "--output-format", "concise").output
+    assert "TL000" in named
+
+
 def test_config_per_file_ignores_and_select(project):
     (project / "scripts").mkdir()
     (project / "scripts" / "bad.py").write_text(BAD)

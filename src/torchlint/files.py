@@ -75,6 +75,14 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.GitIgnor
     return ignored
 
 
+def _template_name(name: str) -> bool:
+    """A file or folder named by a template expression (cookiecutter's
+    ``{{cookiecutter.module_name}}.py``): what it holds is a template that renders to Python,
+    not Python, and no import can name it. Skipped in a folder's walk; named explicitly, it is
+    linted."""
+    return "{{" in name and "}}" in name
+
+
 def _walk(top: Path, settings: Settings) -> Iterator[Path]:
     # os.walk does not follow symlinked folders, so a symlink loop cannot trap it.
     base_specs = _ancestor_ignores(top)
@@ -89,11 +97,12 @@ def _walk(top: Path, settings: Settings) -> Iterator[Path]:
         dirnames[:] = sorted(
             d for d in dirnames
             if d not in SKIPPED_DIRS
+            and not _template_name(d)
             and not _ignored(resolved / d, True, specs)
             and not settings.is_excluded(directory / d, is_dir=True)
         )
         for name in sorted(filenames):
-            if not name.endswith(SOURCE_SUFFIXES):
+            if not name.endswith(SOURCE_SUFFIXES) or _template_name(name):
                 continue
             file = directory / name
             if _ignored(resolved / name, False, specs) or settings.is_excluded(file):
