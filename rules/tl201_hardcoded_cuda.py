@@ -64,7 +64,9 @@ class HardcodedCuda(TorchRule):
     body when CUDA is missing (`_require_cuda()`; a helper that only `return`s lets its caller
     go on), one that calls such a function on every path or is a pytest test or fixture asking
     for a fixture that does, and a helper every call of which is in such functions (a kernel
-    suite's input builders).
+    suite's input builders). A CUDA value given to `self.<attr>` is a default chosen on purpose
+    when the class (or a base of it in the file) gives that attribute another value where it
+    checks for the GPU (`if not torch.cuda.is_available(): self.device = None`).
 
     Tests are judged like other code: a `test_*` function or a method of a
     `unittest.TestCase` subclass (any name, `testSyncBatchNorm` included) that places on

@@ -203,7 +203,29 @@ class DeviceFacts:
             or self._after_early_exit(node)
             or self._in_gpu_only_block(node)
             or any(f in self.cuda_only_functions for f in self._functions_around(node))
+            or self._reset_by_choice(node)
         )
+
+    def _reset_by_choice(self, node: cst.CSTNode) -> bool:
+        """A CUDA value given to ``self.<attr>`` in a method whose class (or a base of it in
+        the file) gives the same attribute another value where a device choice is made
+        (``if not use_cuda(): self.device = None`` in the base's ``__post_init__``): the
+        default is replaced on purpose when there is no GPU."""
+        assign = next((a for a in self.model.ancestors(node) if isinstance(a, (cst.Assign, cst.AnnAssign))), None)
+        if assign is None:
+            return False
+        targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+        attrs = [t.attr.value for t in targets if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"]
+        function = self.model.enclosing_function(assign)
+        info = self.model.enclosing_class(function) if function is not None else None
+        if not attrs or info is None:
+            return False
+        for cls in [info, *self.model.local_bases(info)]:
+            for attr in attrs:
+                for value in cls.attribute_values.get(attr, ()):
+                    if value is not assign.value and self.chosen_here(value):
+                        return True
+        return False
 
     @cached_property
     def cuda_only_functions(self) -> frozenset[cst.FunctionDef]:
