@@ -751,7 +751,11 @@ class EvaluationFacts:
             return False  # `self.generate_from_model(...)` a method; `self.model = model_fn` a function
         if self._parameter_free(expr):
             return False
-        if call is not None and any(self.model.kind(a.value) is Kind.MODULE for a in call.args):
+        if call is not None and any(
+            self.model.kind(a.value) is Kind.MODULE
+            or (isinstance(a.value, (cst.Name, cst.Attribute)) and a.value is not expr and self.runs_module(a.value, function))
+            for a in call.args
+        ):
             return False  # given a module: a helper that moves or wraps it (`self.model_to_device(net)`), no forward
         kind = self.model.kind(expr)
         if kind is not None:
