@@ -1327,11 +1327,17 @@ class EvaluationFacts:
         ``y = net(x)`` (``y, h = rnn(x, None)``) with every read of ``y`` (and ``h``) a
         ``y.size()``, ``y.shape`` (at least one)."""
         reads = self._output_reads(call)
-        return bool(reads) and all(
-            isinstance(attribute := self.model.parent(read), cst.Attribute) and attribute.value is read
-            and attribute.attr.value in _SHAPE_READS
-            for read in reads
-        )
+        return bool(reads) and all(self._reads_shape(read) for read in reads)
+
+    def _reads_shape(self, read: cst.CSTNode) -> bool:
+        """``y.shape``, ``y.size()``, or a shape further down its attributes
+        (``intermediates.attn_pooled_tokens.shape``)."""
+        node = read
+        while isinstance(parent := self.model.parent(node), cst.Attribute) and parent.value is node:
+            if parent.attr.value in _SHAPE_READS:
+                return True
+            node = parent
+        return False
 
     def _output_reads(self, call: cst.Call) -> list[cst.CSTNode]:
         """Where a forward pass's output is read (``SemanticModel.reads_of``), and, where it is
