@@ -17,7 +17,10 @@ torchlint's own discovery finds under each input (notebooks and stubs are left o
 reads neither). TorchFix runs with ``--select ALL`` (one job), torchlint with ``--select ALL``
 and JSON output. Codes are mapped by SPEC section 5's table (``TORCHFIX_TO_TORCHLINT``); a
 finding of one tool is reported by the other when the other has a finding of a mapped code in
-the same file within ``--tolerance`` lines.
+the same file at the same place: within ``--tolerance`` lines, in the same statement, or about
+the same symbol where one of the two is its import (``same_place``). ``--torchfix-from
+F.json`` takes TorchFix's findings from an earlier ``--save`` instead of running it again
+(to re-run torchlint alone after changing a rule).
 
 Differences already triaged in ``ecosystem/torchfix.md`` (its ``## Triage`` table: input,
 path, line, code, symbol, reason; ``*`` and shell patterns match any) carry their reason in
@@ -28,6 +31,7 @@ left.
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import os
@@ -35,7 +39,7 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +68,10 @@ TORCHFIX_TO_TORCHLINT: dict[str, tuple[str, ...]] = {
     "TOR102": ("TL502",),
 }
 
+# The rules that report a name imported with `from` at its import (migration.ApiSymbolRule),
+# where TorchFix reports each use: their messages name the symbol.
+IMPORT_ANCHORED = {("TL803",), ("TL804", "TL801"), ("TL805",)}
+
 _TORCHFIX_LINE = re.compile(r"^(?P<path>[^\s].*?):(?P<line>\d+):(?P<col>\d+): (?P<code>TOR\d{3})(?: \[\*\])? (?P<msg>.*)$")
 _SYMBOL = re.compile(r"\b((?:torch|torchvision|functorch)(?:\.\w+)+)")
 
@@ -76,6 +84,8 @@ class Finding:
     line: int
     code: str
     symbol: str = ""  # the torch name the message is about, when it names one
+    statement: str = ""  # "first-last": the lines of the simple statement holding the finding
+    at_import: bool = False  # that statement is an import
 
 
 def groups() -> dict[tuple[str, ...], list[str]]:
@@ -133,17 +143,50 @@ def parse_torchlint(findings: list[dict], input_label: str, prefix: str = "", kn
     return found
 
 
+def statements(source: str) -> list[tuple[int, int, bool]]:
+    """(first line, last line, is an import) of each simple statement (one without a body) of
+    a Python source; none when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [(n.lineno, n.end_lineno or n.lineno, isinstance(n, (ast.Import, ast.ImportFrom)))
+            for n in ast.walk(tree) if isinstance(n, ast.stmt) and not hasattr(n, "body")]
+
+
+def place(f: Finding, spans: list[tuple[int, int, bool]]) -> Finding:
+    """``f`` with the innermost simple statement that holds its line."""
+    holding = [s for s in spans if s[0] <= f.line <= s[1]]
+    if not holding:
+        return f
+    first, last, is_import = min(holding, key=lambda s: s[1] - s[0])
+    return replace(f, statement=f"{first}-{last}", at_import=is_import)
+
+
+def same_place(f: Finding, g: Finding, tolerance: int) -> bool:
+    """Two findings of one file are about the same code: within ``tolerance`` lines, in the
+    same statement (a `from` import over several lines: TorchFix anchors at the statement,
+    torchlint at the name), or about the same symbol where one of them is its import (a name
+    imported with `from` is reported by torchlint at its import, by TorchFix at each use)."""
+    if abs(f.line - g.line) <= tolerance:
+        return True
+    if f.statement and f.statement == g.statement:
+        return True
+    return (bool(f.symbol) and f.symbol == g.symbol and (f.at_import or g.at_import)
+            and group_of(f.code) in IMPORT_ANCHORED and group_of(g.code) in IMPORT_ANCHORED)
+
+
 def match(torchfix: list[Finding], torchlint: list[Finding], tolerance: int) -> tuple[list[Finding], list[Finding]]:
     """(TorchFix findings torchlint does not report, torchlint findings TorchFix does not
     report). A finding is reported by the other tool when that tool has a finding of a mapped
-    code in the same input and file within ``tolerance`` lines; unmapped TorchFix codes
-    (TOR901) are left out of both lists."""
+    code in the same input and file at the same place (``same_place``); unmapped TorchFix
+    codes (TOR901) are left out of both lists."""
     by_file: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     for f in torchfix + torchlint:
         by_file[f.input, f.path].append(f)
 
     def near(f: Finding, tool: str, ok) -> bool:
-        return any(g.tool == tool and ok(g) and abs(g.line - f.line) <= tolerance for g in by_file[f.input, f.path])
+        return any(g.tool == tool and ok(g) and same_place(f, g, tolerance) for g in by_file[f.input, f.path])
 
     tf_only = [f for f in torchfix if f.code in TORCHFIX_TO_TORCHLINT
                and not near(f, "torchlint", lambda g: g.code in TORCHFIX_TO_TORCHLINT[f.code])]
@@ -205,7 +248,8 @@ def report(torchfix: list[Finding], torchlint: list[Finding], tolerance: int, tr
     if header:
         out += [header, ""]
     out += [f"A finding counts as reported by the other tool when that tool reports a mapped code in the same "
-            f"file within {tolerance} line(s). Reasons come from `ecosystem/torchfix.md`.", ""]
+            f"file within {tolerance} line(s), in the same statement, or about the same symbol at its import. "
+            "Reasons come from `ecosystem/torchfix.md`.", ""]
     untriaged = 0
     for label in inputs:
         out += [f"## {label}", "",
@@ -274,11 +318,15 @@ def python_files(folder: Path) -> list[str]:
                   if p.suffix == ".py" and p.is_file())
 
 
-def run_input(label: str, folder: Path, prefix: str, torchfix_exe: Path) -> tuple[list[Finding], list[Finding]]:
+def run_input(label: str, folder: Path, prefix: str, torchfix_exe: Path | None,
+              saved: list[Finding] | None = None) -> tuple[list[Finding], list[Finding]]:
+    """Both tools' findings on one input; TorchFix's come from ``saved`` when given."""
     files = python_files(folder)
     known = set(files)
     tf: list[Finding] = []
-    for i in range(0, len(files), CHUNK):
+    if saved is not None:
+        tf = [f for f in saved if f.input == label and f.path.startswith(prefix) and f.path[len(prefix):] in known]
+    for i in range(0, len(files) if saved is None else 0, CHUNK):
         proc = subprocess.run([str(torchfix_exe), "--select", "ALL", "-j", "1", *files[i:i + CHUNK]],
                               cwd=folder, capture_output=True, text=True)
         tf += parse_torchfix(proc.stdout, label, prefix, known)
@@ -288,7 +336,13 @@ def run_input(label: str, folder: Path, prefix: str, torchfix_exe: Path) -> tupl
     data = json.loads(proc.stdout or "[]")
     if isinstance(data, dict):
         data = data.get("findings", [])
-    return tf, parse_torchlint(data, label, prefix, known)
+    tl = parse_torchlint(data, label, prefix, known)
+    spans: dict[str, list[tuple[int, int, bool]]] = {}
+    for f in tf + tl:
+        if f.path not in spans:
+            source = (folder / f.path[len(prefix):]).read_text(encoding="utf-8", errors="replace")
+            spans[f.path] = statements(source)
+    return [place(f, spans[f.path]) for f in tf], [place(f, spans[f.path]) for f in tl]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the Markdown report here (default: standard output)")
     ap.add_argument("--save", type=Path, help="save both tools' findings (JSON) for --load")
     ap.add_argument("--load", action="append", type=Path, default=[], help="report from saved findings instead of running")
+    ap.add_argument("--torchfix-from", type=Path, help="TorchFix's findings from this --save file instead of running it")
     ap.add_argument("--check", action="store_true", help="exit 1 while any difference is untriaged")
     args = ap.parse_args(argv)
 
@@ -320,12 +375,19 @@ def main(argv: list[str] | None = None) -> int:
     for corpus in args.corpus:
         folder = Path(corpus).resolve()
         jobs += [(folder.name, sub, sub.name + "/") for sub in sorted(folder.iterdir()) if sub.is_dir()]
+    saved = None
+    if args.torchfix_from:
+        data = json.loads(args.torchfix_from.read_text())
+        saved = [Finding(**f) for f in data["torchfix"]]
+        version = data.get("torchfix_version", version)
     if jobs:
-        exe = ensure_torchfix(args.torchfix_venv or default_venv(args.torchfix_spec), args.torchfix_spec)
-        version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
+        exe = None
+        if saved is None:
+            exe = ensure_torchfix(args.torchfix_venv or default_venv(args.torchfix_spec), args.torchfix_spec)
+            version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
         for label, folder, prefix in jobs:
             print(f"{label}: {folder}", file=sys.stderr)
-            tf, tl = run_input(label, folder, prefix, exe)
+            tf, tl = run_input(label, folder, prefix, exe, saved)
             torchfix += tf
             torchlint += tl
     if args.save:
