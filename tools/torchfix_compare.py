@@ -22,7 +22,8 @@ the same symbol where one of the two is its import (``same_place``). ``--torchfi
 F.json`` takes TorchFix's findings from an earlier ``--save`` instead of running it again
 (to re-run torchlint alone after changing a rule).
 
-Differences already triaged in ``ecosystem/torchfix.md`` (its ``## Triage`` table: input,
+Labels end with ``@TAG`` (``--tag``, by default TorchFix's version). Differences already
+triaged in ``ecosystem/torchfix.md`` (its ``## Triage`` table: input,
 path, line, code, symbol, reason; ``*`` and shell patterns match any) carry their reason in
 the report; the others are marked untriaged and counted, and ``--check`` exits 1 while any is
 left.
@@ -325,7 +326,9 @@ def run_input(label: str, folder: Path, prefix: str, torchfix_exe: Path | None,
     known = set(files)
     tf: list[Finding] = []
     if saved is not None:
-        tf = [f for f in saved if f.input == label and f.path.startswith(prefix) and f.path[len(prefix):] in known]
+        base = label.partition("@")[0]
+        tf = [replace(f, input=label) for f in saved
+              if f.input.partition("@")[0] == base and f.path.startswith(prefix) and f.path[len(prefix):] in known]
     for i in range(0, len(files) if saved is None else 0, CHUNK):
         proc = subprocess.run([str(torchfix_exe), "--select", "ALL", "-j", "1", *files[i:i + CHUNK]],
                               cwd=folder, capture_output=True, text=True)
@@ -355,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the Markdown report here (default: standard output)")
     ap.add_argument("--save", type=Path, help="save both tools' findings (JSON) for --load")
     ap.add_argument("--load", action="append", type=Path, default=[], help="report from saved findings instead of running")
+    ap.add_argument("--tag", help="appended to each input's label as `label@TAG` (default: TorchFix's version), "
+                    "so triage rows can name the TorchFix they are about")
     ap.add_argument("--torchfix-from", type=Path, help="TorchFix's findings from this --save file instead of running it")
     ap.add_argument("--check", action="store_true", help="exit 1 while any difference is untriaged")
     args = ap.parse_args(argv)
@@ -385,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         if saved is None:
             exe = ensure_torchfix(args.torchfix_venv or default_venv(args.torchfix_spec), args.torchfix_spec)
             version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
+        tag = args.tag or version
         for label, folder, prefix in jobs:
+            label = f"{label}@{tag}" if tag else label
             print(f"{label}: {folder}", file=sys.stderr)
             tf, tl = run_input(label, folder, prefix, exe, saved)
             torchfix += tf
