@@ -1,4 +1,5 @@
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic.frameworks import TorchRule
@@ -12,9 +13,10 @@ class TorchvisionV2ToTensor(TorchRule):
     """
     ## What it does
     Finds uses of `torchvision.transforms.v2.ToTensor`, however it is imported or referenced
-    (`v2.ToTensor()`, `from torchvision.transforms.v2 import ToTensor`). The classic
-    `torchvision.transforms.ToTensor` is not deprecated and is left alone. Replaces
-    TorchFix's TOR202.
+    (`v2.ToTensor()`, `from torchvision.transforms.v2 import ToTensor`), at each use; an
+    import of it that nothing reads is reported at the import (it fails once torchvision
+    removes the class). The classic `torchvision.transforms.ToTensor` is not deprecated and
+    is left alone. Replaces TorchFix's TOR202.
 
     ## Why is this bad?
     `v2.ToTensor` is deprecated since torchvision 0.16 and will be removed. It returns a
@@ -60,6 +62,21 @@ class TorchvisionV2ToTensor(TorchRule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "ToTensor" and not isinstance(self.semantic.parent(node), cst.ImportAlias):
             self._check(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or isinstance(node.names, cst.ImportStar) or node.module is None:
+            return
+        scope = self.semantic.scopes.get(node)
+        if scope is None or f"{get_full_name_for_node(node.module)}.ToTensor" not in TO_TENSOR:
+            return
+        for alias in node.names:
+            if not (isinstance(alias.name, cst.Name) and alias.name.value == "ToTensor"):
+                continue
+            bound = alias.evaluated_alias or alias.evaluated_name
+            bindings = [a for a in scope.assignments[bound] if a.node is node]
+            # Only an import nothing reads: each read is reported where it is.
+            if bindings and not any(b.references for b in bindings):
+                self.report(alias)
 
     def _check(self, node: cst.Name | cst.Attribute) -> None:
         names = callee_names(self.semantic, node)

@@ -202,8 +202,8 @@ class ApiSymbolRule(TorchRule):
             return None
         return root.value
 
-    def _fix(self, symbol: torch_api.ApiSymbol, changes: dict, needed: str) -> Fix:
-        message = f"Use `{symbol.replacement}`"
+    def _fix(self, symbol: torch_api.ApiSymbol, changes: dict, needed: str, message: str | None = None) -> Fix:
+        message = message or f"Use `{symbol.replacement}`"
         if torch_api.available(needed, self.semantic.oldest_torch):
             return Fix(message, changes)
         return Fix(f"{message} (torch {needed} or later)", changes, Applicability.UNSAFE)
@@ -219,7 +219,8 @@ class ApiSymbolRule(TorchRule):
             return None
         (module,) = modules
         needed = max((s.since for _, s in found), key=torch_api.version)
-        return self._fix(found[0][1], {node: node.with_changes(module=cst.parse_expression(module))}, needed)
+        return self._fix(found[0][1], {node: node.with_changes(module=cst.parse_expression(module))}, needed,
+                         f"Import from `{module}`")
 
     # --- code for older torch versions
 
