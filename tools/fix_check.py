@@ -65,6 +65,9 @@ OFFLINE = {
     "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": "",
     "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
 }
+# The address space a run may take (bytes): a script that loads a large model is stopped
+# before it takes the memory of the machine.
+RUN_MEMORY = 6 * 1024**3
 NOT_SCRIPTS = frozenset({"setup.py", "conftest.py", "__init__.py"})
 
 
@@ -247,12 +250,21 @@ def verify(script: Path, timeout: float, max_steps: int) -> dict[str, str]:
     env = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join([str(script.parent), os.environ.get("PYTHONPATH", "")])}
     try:
         run = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout + 30,
-                             env=env, stdin=subprocess.DEVNULL)
+                             env=env, stdin=subprocess.DEVNULL, preexec_fn=_limit_memory)
         report = json.loads(run.stdout[run.stdout.index("{"):]) if "{" in run.stdout else {}
     except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
         report = {}
     checks = {c["check"]: c["status"] for c in report.get("checks", [])}
     return checks or {"runs": "FAIL"}
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (RUN_MEMORY, RUN_MEMORY))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def broken_by_run(original: dict[str, str], fixed: dict[str, str]) -> list[str]:
