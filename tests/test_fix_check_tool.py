@@ -147,8 +147,8 @@ def test_a_good_fix_runs_and_a_breaking_one_is_caught(tmp_path, monkeypatch):
     shutil.copyfile(SCRIPTS / "buggy" / "tl402_bad.py", corpus / "broken.py")
     real_lint = fix_check.lint
 
-    def lint_then_break(folder, jobs, options, select="ALL"):
-        found = real_lint(folder, jobs, options, select)
+    def lint_then_break(folder, jobs, options, select="ALL", paths=None):
+        found = real_lint(folder, jobs, options, select, paths)
         if "--fix" in options:
             for path in folder.rglob("broken.py"):
                 if "@torch.no_grad()\ndef main():" not in path.read_text():
