@@ -70,7 +70,10 @@ class DeprecatedCudaAmp(TorchRule):
     `torch.amp.autocast("cuda", enabled=flag)` (the new signature puts `dtype` second), and
     `GradScaler`'s positional arguments keep their order after the device. A call with
     `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
-    nor does a file that does not `import torch` (the fix writes `torch.amp`).
+    nor does a file that does not `import torch` (the fix writes `torch.amp`). The fix leaves
+    no import unused: once every use of a name of `from torch.cuda.amp import ...`, or of the
+    module bound by `import torch.cuda.amp as amp`, is rewritten, that name (or the whole
+    import) goes with them; one still read otherwise stays.
 
     A project that pins or caps torch below 2.4 (`torch==1.13.1`, `torch<2.4` in every
     requirement it declares) never sees the deprecation, and is not told about it.
@@ -106,16 +109,22 @@ class DeprecatedCudaAmp(TorchRule):
 
     def _fix(self, used: cst.BaseExpression) -> Fix | None:
         """The fix of one use (a call's function, or a decorator); when it reads a name of a
-        ``from torch.cuda.amp import ...`` and every use of that name can be rewritten, the
+        ``from torch.cuda.amp import ...`` (or the module of ``import torch.cuda.amp as amp``)
+        and every use of that name can be rewritten, the
         fix rewrites them all and removes the name from the import, which nothing would
         use any more."""
         rewrite = self._rewrite(used)
         if rewrite is None:
             return None
         names, changes = {rewrite[0]}, dict([rewrite[1:]])
-        imported = from_import(self.semantic, used)
+        # `from torch.cuda.amp import GradScaler`: the name is the use; `import torch.cuda.amp
+        # as amp`: the name is the use's root, `amp.GradScaler`.
+        module = isinstance(used, cst.Attribute) and isinstance(used.value, cst.Name)
+        root = used.value if module else used
+        imported = from_import(self.semantic, root)
         if imported is not None:
-            others = [self._rewrite(use) for use in imported.uses if use is not used]
+            uses = [self.semantic.parent(use) if module else use for use in imported.uses if use is not root]
+            others = [self._rewrite(use) if isinstance(use, (cst.Name, cst.Attribute)) else None for use in uses]
             if all(r is not None for r in others):
                 for other in others:
                     names.add(other[0])

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FromImport:
-    statement: cst.ImportFrom
+    statement: cst.ImportFrom | cst.Import
     alias: cst.ImportAlias
     uses: tuple[cst.Name, ...]  # every read of the name it binds, in source order
 
 
 def from_import(semantic: SemanticModel, name: cst.CSTNode) -> FromImport | None:
-    """The ``from ... import`` that binds ``name`` (a read of it), when that is its only
-    binding, with every read of that binding; None otherwise (a name also assigned
+    """The ``from ... import`` (or ``import a.b as name``) that binds ``name`` (a read of it),
+    when that is its only binding, with every read of that binding; None otherwise (a name also assigned
     elsewhere, in both branches of a ``try``, a parameter, ...)."""
     if not isinstance(name, cst.Name):
         return None
@@ -39,7 +39,7 @@ def from_import(semantic: SemanticModel, name: cst.CSTNode) -> FromImport | None
     if len(referents) != 1:
         return None
     (binding,) = referents
-    if not isinstance(binding, ImportAssignment) or not isinstance(binding.node, cst.ImportFrom):
+    if not isinstance(binding, ImportAssignment) or not isinstance(binding.node, (cst.ImportFrom, cst.Import)):
         return None
     if len(scope[name.value]) != 1:  # bound elsewhere in the scope too
         return None
@@ -62,7 +62,7 @@ def _bound_name(alias: cst.ImportAlias) -> str | None:
     return alias.name.value if isinstance(alias.name, cst.Name) else None
 
 
-def drop_aliases(semantic: SemanticModel, statement: cst.ImportFrom, aliases: Iterable[cst.ImportAlias]) -> dict[cst.CSTNode, Replacement]:
+def drop_aliases(semantic: SemanticModel, statement: cst.ImportFrom | cst.Import, aliases: Iterable[cst.ImportAlias]) -> dict[cst.CSTNode, Replacement]:
     """The change that removes ``aliases`` from the import: the statement's line when
     nothing is left of it (and it stands alone on it), the statement when it shares its
     line, else the import without them."""
@@ -71,7 +71,7 @@ def drop_aliases(semantic: SemanticModel, statement: cst.ImportFrom, aliases: It
     kept = [a for a in statement.names if a not in drop]
     if kept:
         last = kept[-1]
-        if statement.rpar is None or last is not statement.names[-1]:
+        if getattr(statement, "rpar", None) is None or last is not statement.names[-1]:
             kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return {statement: statement.with_changes(names=kept)}
     line = semantic.parent(statement)

@@ -95,7 +95,7 @@ class SemanticHooks:
         may be independent, the global names it reads and calls); ``nodes`` are every node
         in it, ``used`` the names and attribute names among them."""
         shared = any(map(_file_wide, used)) or any(
-            self.aliases.get(n, "").startswith("torch.cuda.amp.") for n in used
+            self.aliases.get(n, "").startswith("torch.cuda.amp") for n in used
         )  # (TL801's fix drops a `from torch.cuda.amp import` name once every use of it is rewritten)
         tests: set[str] = set()
         chains: set[str] = set()  # the dotted names of the functions it calls
