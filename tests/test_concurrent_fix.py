@@ -54,8 +54,8 @@ def test_a_file_changed_between_read_and_write_is_not_overwritten(tmp_path, monk
     edited = SAFE + "print('edited meanwhile')\n"
     real = torchlint.runner.lint_source
 
-    def lint_then_edit(source, path, settings, options, project=None, view=None):
-        result = real(source, path, settings, options, project, view)
+    def lint_then_edit(source, path, *args, **kwargs):
+        result = real(source, path, *args, **kwargs)
         path.write_text(edited)  # another program saves the file while torchlint works
         return result
 
