@@ -29,6 +29,7 @@ from torchlint import pieces
 from torchlint.engine import cyclic_gc_paused, source_rows
 from torchlint.positions import LintMemo
 from torchlint.rule import syntax_tree
+from torchlint.semantic.supported_torch import marks_project
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
 MAX_IMPORT_DEPTH = 6
@@ -1105,7 +1106,7 @@ class ProjectIndex:
         when it holds folders, which may hold more readers than are worth walking."""
         found: set[str] = set()
         files = 0
-        project = _marks_project(top)
+        project = marks_project(top)
         for folder, dirs, names in os.walk(top):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT_FOLDERS)
             if not project:
@@ -1222,19 +1223,12 @@ class ProjectIndex:
         return self._is_dir[path]
 
 
-_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-
-
-def _marks_project(folder: Path) -> bool:
-    return any((folder / marker).exists() for marker in _PROJECT_MARKERS)
-
-
 def _project_folder(path: Path) -> Path:
     """The root of the project holding ``path``: the nearest folder above it that holds
     ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``; the file's own folder when
     none does."""
     for folder in path.parents:
-        if _marks_project(folder):
+        if marks_project(folder):
             return folder
     return path.parent
 

@@ -37,6 +37,12 @@ _LOWER = ("===", "~=", "==", ">=", ">", "=", "^", "~", None)
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
+def marks_project(folder: Path) -> bool:
+    """Whether ``folder`` is a project's root: it holds ``pyproject.toml``, ``setup.py``,
+    ``setup.cfg`` or ``.git``."""
+    return any((folder / marker).exists() for marker in _ROOT_MARKERS)
+
+
 def parse_target(value: object) -> Version:
     """``target-torch`` (``"2.1"``, ``"2.1.2"``) as ``(2, 1)``; ValueError when it is not one."""
     if not isinstance(value, str) or not _TARGET.fullmatch(value.strip()):
@@ -301,6 +307,6 @@ def _declared(folder: str) -> tuple[Bounds, ...]:
     found = _declarations(current)
     if found:
         return tuple(found)
-    if current.parent == current or any((current / marker).exists() for marker in _ROOT_MARKERS):
+    if current.parent == current or marks_project(current):
         return ()
     return _declared(str(current.parent))
