@@ -3,7 +3,6 @@ import libcst as cst
 from torchlint.semantic import torch_api
 from torchlint.semantic.migration import COMMA, EQUAL, ApiSymbolRule, bind_arguments, literal_bool
 
-_NAMES = torch_api.symbols(torch_api.REMOVED)
 
 
 class RemovedApi(ApiSymbolRule):
@@ -61,7 +60,6 @@ class RemovedApi(ApiSymbolRule):
     name = "removed-api"
     category = torch_api.REMOVED
     opt_in = True  # too few findings on real code to measure its precision (ecosystem/triage)
-    required_words = (tuple(sorted({n.rpartition(".")[2] for n in _NAMES})),)
     message = "`{name}` was removed from torch: the code fails from torch {removed} on; use `{replacement}`"
 
     def message_for(self, symbol: torch_api.ApiSymbol) -> str:

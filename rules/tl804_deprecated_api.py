@@ -3,9 +3,6 @@ import libcst as cst
 from torchlint.semantic import torch_api
 from torchlint.semantic.migration import COMMA, EQUAL, ApiSymbolRule, bind_arguments, literal_bool
 
-# Deprecated in the documentation only (torch emits no warning and plans no removal:
-# `torch.norm`, `torch.svd`, ...): rewriting them is a matter of style, not reported.
-_NAMES = {n: s for n, s in torch_api.symbols(torch_api.DEPRECATED).items() if s.warns != torch_api.NO_WARNING}
 # `.mH` (the conjugate transpose the fix of `cholesky(A, upper=True)` writes) came with 1.11.
 _MH_SINCE = "1.11"
 
@@ -76,12 +73,13 @@ class DeprecatedApi(ApiSymbolRule):
     code = "TL804"
     name = "deprecated-api"
     category = torch_api.DEPRECATED
+    message = "`{name}` is deprecated (since torch {deprecated}); use `{replacement}`"
 
     @classmethod
     def reports(cls, symbol: torch_api.ApiSymbol) -> bool:
-        return symbol.name in _NAMES
-    required_words = (tuple(sorted({n.rpartition(".")[2] for n in _NAMES})),)
-    message = "`{name}` is deprecated (since torch {deprecated}); use `{replacement}`"
+        """Not the functions deprecated in the documentation only (torch emits no warning and
+        plans no removal: `torch.norm`, `torch.svd`, ...): rewriting them is a matter of style."""
+        return symbol.warns != torch_api.NO_WARNING
 
     def message_for(self, symbol: torch_api.ApiSymbol) -> str:
         text = self.message.format(name=symbol.name, deprecated=symbol.deprecated, replacement=symbol.replacement)

@@ -1,7 +1,6 @@
 from torchlint.semantic import torch_api
 from torchlint.semantic.migration import ApiSymbolRule
 
-_NAMES = torch_api.symbols(torch_api.NON_PUBLIC)
 
 
 class NonPublicApi(ApiSymbolRule):
@@ -50,7 +49,6 @@ class NonPublicApi(ApiSymbolRule):
     name = "non-public-api"
     category = torch_api.NON_PUBLIC
     opt_in = True  # too few findings on real code to measure its precision (ecosystem/triage)
-    required_words = (tuple(sorted({n.rpartition(".")[2] for n in _NAMES})),)
     message = "`{name}` is a non-public path; use `{replacement}` (public since torch {since})"
 
     def message_for(self, symbol: torch_api.ApiSymbol) -> str:

@@ -108,6 +108,8 @@ class ApiSymbolRule(TorchRule):
         if "category" in cls.__dict__:
             cls.api = {name: s for name, s in torch_api.symbols(cls.category).items() if cls.reports(s)}
             cls.last_names = frozenset(name.rpartition(".")[2] for name in cls.api)
+            # (the prescreen: a use spells the symbol's last name, in its import or at its use)
+            cls.required_words = (tuple(sorted(cls.last_names)),)
 
     @classmethod
     def reports(cls, symbol: torch_api.ApiSymbol) -> bool:
