@@ -2,7 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import OPTIMIZER_NAME, code, last_name, optimizer_of_step
 
 

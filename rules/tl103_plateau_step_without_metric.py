@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic.evaluation import words
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 PLATEAU = "torch.optim.lr_scheduler.ReduceLROnPlateau"
 VALIDATION_WORDS = frozenset(

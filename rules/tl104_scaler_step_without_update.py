@@ -2,7 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Fix
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class ScalerStepWithoutUpdate(TorchRule):

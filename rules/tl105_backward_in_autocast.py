@@ -1,7 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import Fix
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 AUTOCAST = (
     "torch.autocast",

@@ -1,6 +1,6 @@
 import libcst as cst
 
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class BackwardWithoutGrad(TorchRule):

@@ -3,7 +3,7 @@ from itertools import takewhile
 import libcst as cst
 
 from torchlint.rule import Fix
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class TrainModeNotRestored(TorchRule):

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 # Keyword arguments that place tensors or modules (or map a checkpoint's storages, or a
 # Hugging Face model's layers: `device_map="cuda"`).

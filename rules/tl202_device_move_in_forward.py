@@ -5,7 +5,7 @@ import libcst as cst
 from torchlint.rule import Prescreen
 from torchlint.semantic import Kind
 from torchlint.semantic.devices import cuda_string
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class DeviceMoveInForward(TorchRule):

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.rule import Fix, Prescreen
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 MOVES = ("to", "cuda", "cpu")
 # Factories whose result is a tensor.

@@ -2,7 +2,7 @@ import libcst as cst
 
 from torchlint.rule import STAR_IMPORT, Applicability, Fix
 from torchlint.semantic.evaluation import called_module
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class InferenceWithGrad(TorchRule):

@@ -5,7 +5,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS, Kind, call_argument
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class SaveWholeModel(TorchRule):

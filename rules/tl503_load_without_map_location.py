@@ -2,7 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 # Classes of torch whose `load_state_dict` copies the loaded tensors where the object's own
 # tensors are (an optimizer casts its state to each parameter's device) or keeps no tensor

@@ -1,7 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import dotted
 
 # NumPy functions with a torch function of the same meaning and call shape.

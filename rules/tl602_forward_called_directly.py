@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 
 class ForwardCalledDirectly(TorchRule):

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.rule import Fix, Prescreen
 from torchlint.semantic import Kind
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 # nn.Module methods that need the registries `nn.Module.__init__` creates.
 _REGISTRY_METHODS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})

@@ -3,7 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import calls_one_of, is_one, single_argument, torch_function
 
 LOG = frozenset({"torch.log"})

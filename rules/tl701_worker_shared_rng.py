@@ -1,6 +1,6 @@
 import libcst as cst
 
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 RNG_FACTORIES = frozenset(
     {"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator", "random.Random"}

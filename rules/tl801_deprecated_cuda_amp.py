@@ -2,7 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import torch_api
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.migration import drop_aliases, from_import
 
 # The deprecated callables, by qualified name, and their replacement in `torch.amp`.

@@ -1,7 +1,8 @@
 import libcst as cst
 
 from torchlint.semantic import torch_api
-from torchlint.semantic.migration import COMMA, EQUAL, ApiSymbolRule, bind_arguments, literal_bool
+from torchlint.semantic.migration import COMMA, EQUAL, bind_arguments, literal_bool
+from torchlint.torch_rule import ApiSymbolRule
 
 
 

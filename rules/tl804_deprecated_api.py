@@ -1,7 +1,8 @@
 import libcst as cst
 
 from torchlint.semantic import torch_api
-from torchlint.semantic.migration import COMMA, EQUAL, ApiSymbolRule, bind_arguments, literal_bool
+from torchlint.semantic.migration import COMMA, EQUAL, bind_arguments, literal_bool
+from torchlint.torch_rule import ApiSymbolRule
 
 # `.mH` (the conjugate transpose the fix of `cholesky(A, upper=True)` writes) came with 1.11.
 _MH_SINCE = "1.11"

@@ -1,5 +1,5 @@
 from torchlint.semantic import torch_api
-from torchlint.semantic.migration import ApiSymbolRule
+from torchlint.torch_rule import ApiSymbolRule
 
 
 

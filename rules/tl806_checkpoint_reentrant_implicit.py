@@ -1,7 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import append_keyword, calls_one_of, has_star, keyword, positional
 
 CHECKPOINT = frozenset({"torch.utils.checkpoint.checkpoint"})

@@ -3,7 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import callee_names, is_literal, keyword, positional
 
 # What `pretrained=True` and `pretrained_backbone=True` load, for every torchvision model

@@ -2,7 +2,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from torchlint.rule import Applicability, Fix
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import callee_names
 
 TO_TENSOR = frozenset({"torchvision.transforms.v2.ToTensor", "torchvision.transforms.v2._deprecated.ToTensor"})

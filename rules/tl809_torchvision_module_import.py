@@ -3,7 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Fix, Prescreen
-from torchlint.semantic.frameworks import TorchRule
+from torchlint.torch_rule import TorchRule
 
 # The modules TorchFix's TOR203 names.
 MODULES = ("datasets", "models", "transforms")

@@ -12,7 +12,8 @@ from rule_fixtures import cases
 from torchlint.config import select_rules
 from torchlint.engine import EditRenderer, FixMode, _apply, _ApplyChanges, apply_fixes, lint_module_source, render_edits, run_rules
 from torchlint.positions import statement_lines
-from torchlint.rule import Edit, Fix, syntax_tree
+from torchlint.rule import Edit, Fix
+from torchlint.text import syntax_tree
 
 FIXED = [c for c in cases() if c.is_bad and c.fixed_path.exists()]
 _NEWLINE = re.compile(r"\r\n?|\n")

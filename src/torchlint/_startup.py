@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import functools
 import gc
 import importlib.util
 import marshal
@@ -118,7 +119,7 @@ def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused in the block (re-entrant): importing LibCST
     creates some hundred thousand objects, none of them garbage, and the collections they
     set off walked them again and again (a tenth of the import). The engine pauses it so
-    while it lints a file (``engine.cyclic_gc_paused``)."""
+    while it lints a file (``cyclic_gc_paused``)."""
     if not gc.isenabled():
         yield
         return
@@ -127,3 +128,17 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def cyclic_gc_paused(function):
+    """Run ``function`` with Python's cyclic garbage collector paused. A file's syntax tree is
+    a million objects for 50,000 lines, none of them garbage until the file is done, and each
+    collection that ran while it was built and analysed walked all of it again: a fifth of
+    the time on large files. The garbage it leaves is collected once, after."""
+
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        with gc_paused():
+            return function(*args, **kwargs)
+
+    return paused

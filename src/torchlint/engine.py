@@ -21,9 +21,10 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper
 
 from torchlint import pieces
-from torchlint._startup import gc_paused
+from torchlint._startup import cyclic_gc_paused
 from torchlint.positions import LintMemo, Positions, StatementLines, statement_lines
-from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, syntax_tree, visits
+from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, visits
+from torchlint.text import source_rows, syntax_tree
 from torchlint.traversal import STATEMENTS, fast_walks, visit_batched
 
 INVALID_FILE = "TL000"
@@ -67,16 +68,6 @@ def parse(source: bytes | str) -> cst.Module:
 # lines, 11.4 at 100,000): a larger module is parsed in pieces of about this many lines.
 PIECE_LINES = 10_000
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
-
-
-def source_rows(source: bytes | str) -> list:
-    """The source's lines, line endings kept, cut where Python's parser counts a new line
-    (at a line feed, a carriage return and the two together only): row ``n - 1`` is the
-    ``ast`` tree's line ``n``."""
-    if isinstance(source, bytes):
-        return source.splitlines(keepends=True)  # bytes: at those three only
-    return _LINE.findall(source)[:-1] if source else []
 
 
 class ParseCache:
@@ -766,18 +757,6 @@ def render_edits(module: cst.Module, fix: Fix) -> tuple[Edit, ...]:
     return EditRenderer(module, [fix]).edits(fix)
 
 
-def cyclic_gc_paused(function):
-    """Run ``function`` with Python's cyclic garbage collector paused. A file's syntax tree is
-    a million objects for 50,000 lines, none of them garbage until the file is done, and each
-    collection that ran while it was built and analysed walked all of it again: a fifth of
-    the time on large files. The garbage it leaves is collected once, after."""
-
-    @functools.wraps(function)
-    def paused(*args, **kwargs):
-        with gc_paused():
-            return function(*args, **kwargs)
-
-    return paused
 
 
 def _sort_key(finding: Finding):

@@ -43,7 +43,8 @@ import libcst as cst
 
 from torchlint.engine import INVALID_FILE, FixMode, RuleFailure, SourceResult, lint_module_source, parse_error_finding
 from torchlint.positions import Positions
-from torchlint.rule import CELL_BOUNDARY, Applicability, Edit, Finding, Fix, Location, Rule, is_cell_boundary
+from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Rule
+from torchlint.text import CELL_BOUNDARY, is_cell_boundary
 
 BOUNDARY = CELL_BOUNDARY
 _MASK = "pass  # __torchlint_masked_line_{}__\n"

@@ -50,6 +50,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
+from torchlint.text import source_rows
+
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MIN_LINES = 20_000
 PIECE_LINES = 2_500
@@ -67,8 +69,6 @@ def chunks(text: str, starts: list[int], chunk_lines: int = CHUNK_LINES) -> Iter
     line numbers of the whole; ``starts`` are the rows (1-based) of the lines that may start
     a definition at column 0 (``definition_rows``). Raises ``SyntaxError`` where the text
     does not parse (the last chunk cannot)."""
-    from torchlint.engine import source_rows  # (the engine imports this module)
-
     lines = source_rows(text)  # cut where Python's parser counts a line, not at \f or \u2028
     begin = 0  # 0-based row of the chunk's first line
     cuts = [row - 1 for row in starts if row > 1] + [len(lines)]

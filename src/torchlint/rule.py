@@ -1,8 +1,9 @@
 """What a rule is and what it reports.
 
 A rule is a LibCST visitor. All selected rules run together in one batched traversal of
-the file; each asks the shared semantic model for facts and calls ``report``. The engine
-owns everything else (positions, suppression, fixes, output).
+the file; each asks facts shared per file (``RuleContext.shared``: the semantic model of
+``torch_rule.TorchRule``) and calls ``report``. The engine owns everything else
+(positions, suppression, fixes, output). Nothing here knows PyTorch.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ import inspect
 import pkgutil
 import re
 import sys
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Union
+from typing import Callable, ClassVar, Iterator, Mapping, Union
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from torchlint.positions import LintMemo, Positions, StatementLines
-
-if TYPE_CHECKING:
-    from torchlint.semantic import SemanticModel
-
+from torchlint.text import syntax_tree
 
 
 @lru_cache(maxsize=None)
@@ -60,22 +57,6 @@ def project_urls() -> dict[str, str]:
     return urls
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
-
-# How a notebook's cells are joined into one module (``notebook.py``): a statement of this text
-# between two cells. Jupyter displays the value of a cell's last statement when that is an
-# expression, which a fact may need to know (a forward pass displayed is read).
-CELL_BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
-_CELL_BOUNDARY_COMMENT = CELL_BOUNDARY.removeprefix("pass  ").rstrip("\n")
-
-
-def is_cell_boundary(statement: cst.CSTNode) -> bool:
-    """Whether ``statement`` is the ``CELL_BOUNDARY`` between two cells of a notebook."""
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and statement.trailing_whitespace.comment is not None
-        and statement.trailing_whitespace.comment.value == _CELL_BOUNDARY_COMMENT
-    )
-
 
 class Applicability(str, enum.Enum):
     SAFE = "safe"
@@ -124,8 +105,8 @@ class Finding:
 
 
 class RuleContext:
-    """What a rule may ask about the file it is checking. The semantic model is built on
-    first use, once per file, and shared by every rule."""
+    """What a rule may ask about the file it is checking. Facts built on first use, once per
+    file, and shared by every rule (the semantic model) live in ``shared``."""
 
     def __init__(
         self,
@@ -147,12 +128,16 @@ class RuleContext:
         # Rules that raised on this file, by code: the first exception of each. A failed
         # rule is skipped for the rest of the traversal and its findings are dropped.
         self.failures: dict[str, BaseException] = {}
+        self._shared: dict[object, object] = {}
 
-    @cached_property
-    def semantic(self) -> SemanticModel:
-        from torchlint.semantic import SemanticModel
-
-        return SemanticModel(self.wrapper, self.project, self.checkpoint)
+    def shared(self, key: object, make: Callable[[RuleContext], object]) -> object:
+        """The file's fact of ``key``, built by ``make(context)`` on first use and shared by
+        every rule. A fact that holds the tree's cycles offers ``release()``; one that knows
+        each node's top-level statement offers ``top_statement(node)`` (positions use it)."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make(self)
+        return found
 
     @cached_property
     def positions(self) -> Positions:
@@ -160,18 +145,23 @@ class RuleContext:
         return Positions(self.wrapper, self.statement_lines, self._top_statement, self.position_memo)
 
     def release(self) -> None:
-        """Break the cycles the file's facts hold (the semantic model's, and the positions'
+        """Break the cycles the file's facts hold (the shared facts', and the positions'
         back to this context), so that its tree is freed as soon as it is dropped; the lint
         calls it once it has no more questions (``SemanticModel.release``)."""
-        model = self.__dict__.pop("semantic", None)
-        if model is not None:
-            model.release()
+        shared, self._shared = self._shared, {}
+        for fact in shared.values():
+            release = getattr(fact, "release", None)
+            if release is not None:
+                release()
         self.__dict__.pop("positions", None)
 
     def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        # The semantic model's parents, when some rule has already built it.
-        model = self.__dict__.get("semantic")
-        return model.top_statement(node) if model is not None else None
+        # The parents a shared fact has already computed (the semantic model's), if any.
+        for fact in self._shared.values():
+            top_statement = getattr(fact, "top_statement", None)
+            if top_statement is not None:
+                return top_statement(node)
+        return None
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -213,10 +203,6 @@ class Rule(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context
 
-    @property
-    def semantic(self) -> SemanticModel:
-        return self.context.semantic
-
     def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
         # Positions are rendered on the first finding (of its top-level statement), not
         # declared as a dependency: most files have no finding.
@@ -233,7 +219,7 @@ class Rule(cst.BatchableCSTVisitor):
 
     def get_visitors(self) -> Mapping[str, Callable]:
         # LibCST finds these with inspect.getmembers on every instance, for every file, which
-        # also evaluates properties (and so built the semantic model for files no rule asked
+        # also evaluates properties (and so built the shared facts for files no rule asked
         # about). The names are a fact of the class: find them once.
         # A batched traversal stops at the first exception of any visitor, so each callable
         # is guarded: an exception (in the rule or in the facts it asks for) disables this
@@ -358,13 +344,6 @@ class Prescreen:
                 self._parts = {part.lower() for part in _NAME_PART.findall(self.text)} | {w.lower() for w in self.words}
             return word[1:] in self._parts
         return word in self.words
-
-
-def syntax_tree(source: bytes | str) -> ast.Module:
-    """Python's own ``ast`` tree of the source; raises what its parser finds wrong there."""
-    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
-        warnings.simplefilter("ignore")
-        return compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
 
 
 @lru_cache(maxsize=None)

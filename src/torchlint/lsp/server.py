@@ -41,9 +41,11 @@ from pygls.workspace.position_codec import PositionCodec
 
 from torchlint import __version__
 from torchlint.config import ConfigError, Settings, find_config, resolve_settings
-from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleFailure, cyclic_gc_paused, lint_module_source
+from torchlint._startup import cyclic_gc_paused
+from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleFailure, lint_module_source
 from torchlint.positions import LintMemo
-from torchlint.rule import Applicability, Finding, Location, syntax_tree
+from torchlint.rule import Applicability, Finding, Location
+from torchlint.text import syntax_tree
 from torchlint.semantic.project import ProjectIndex, ProjectView
 
 SOURCE = "torchlint"

@@ -5,7 +5,7 @@ shape (``loss.backward()``, ``trainer.step(...)``, a loss kept in a list): MXNet
 other frameworks write loops of the same shape, where those findings are wrong (Gluon clears
 gradients by itself; an MXNet loss is no autograd graph of torch's). A module that imports
 another deep-learning framework and nothing of PyTorch's (d2l's ``mxnet.py`` beside its
-``torch.py``, a TensorFlow or JAX port of a model) is not linted by them (``TorchRule``).
+``torch.py``, a TensorFlow or JAX port of a model) is not linted by them (``torch_rule.TorchRule``).
 A module that imports no framework at all (a helper given tensors by its callers) is PyTorch
 code as far as anyone knows, and is linted.
 """
@@ -13,10 +13,10 @@ code as far as anyone knows, and is linted.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
-import libcst as cst
-
-from torchlint.rule import Fix, Prescreen, Rule
+if TYPE_CHECKING:
+    from torchlint.rule import Prescreen
 
 # Top-level packages of other deep-learning frameworks.
 OTHER_FRAMEWORKS = frozenset(
@@ -60,17 +60,3 @@ def other_framework(imported: list[str]) -> str | None:
     if any(_is_torch(n) for n in imported):
         return None
     return next((top for top in (n.partition(".")[0] for n in imported) if top in OTHER_FRAMEWORKS), None)
-
-
-class TorchRule(Rule):
-    """A rule about PyTorch code: a module written for another framework is not its
-    (``other_framework``): it reports nothing there, and the prescreen holds it back. A
-    subclass's own ``candidate`` asks this one first (``super().candidate(module) and ...``)."""
-
-    @classmethod
-    def candidate(cls, module: Prescreen) -> bool:
-        return other_framework(imported_modules(module)) is None
-
-    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        if self.semantic.other_framework is None:
-            super().report(node, message, fix=fix)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from torchlint.rule import is_cell_boundary
+from torchlint.text import is_cell_boundary
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -86,7 +86,7 @@ class GradientFlow:
 
     def _displayed(self, expression: cst.Expr) -> bool:
         """Whether a notebook cell ends with this expression statement: Jupyter displays its
-        value (a module joined from cells, ``rule.CELL_BOUNDARY`` between them)."""
+        value (a module joined from cells, ``text.CELL_BOUNDARY`` between them)."""
         line = self.model.parent(expression)
         module = self.model.module
         if not isinstance(line, cst.SimpleStatementLine) or line.body[-1] is not expression or expression.semicolon is not cst.MaybeSentinel.DEFAULT:

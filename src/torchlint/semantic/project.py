@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
 from torchlint import pieces
-from torchlint.engine import cyclic_gc_paused, source_rows
+from torchlint._startup import cyclic_gc_paused
+from torchlint.text import source_rows, syntax_tree
 from torchlint.positions import LintMemo
-from torchlint.rule import syntax_tree
 from torchlint.semantic.supported_torch import marks_project
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.

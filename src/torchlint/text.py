@@ -1,0 +1,45 @@
+"""Text utilities every layer uses, below the engine: a source's rows as Python's parser
+counts them, Python's own ``ast`` tree of a source, and the statement that joins a
+notebook's cells into one module. Nothing here knows rules, files or PyTorch."""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+
+import libcst as cst
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+
+
+def source_rows(source: bytes | str) -> list:
+    """The source's lines, line endings kept, cut where Python's parser counts a new line
+    (at a line feed, a carriage return and the two together only): row ``n - 1`` is the
+    ``ast`` tree's line ``n``."""
+    if isinstance(source, bytes):
+        return source.splitlines(keepends=True)  # bytes: at those three only
+    return _LINE.findall(source)[:-1] if source else []
+
+
+def syntax_tree(source: bytes | str) -> ast.Module:
+    """Python's own ``ast`` tree of the source; raises what its parser finds wrong there."""
+    with warnings.catch_warnings():  # the user's invalid escapes are not ours to print
+        warnings.simplefilter("ignore")
+        return compile(source, "<file>", "exec", ast.PyCF_ONLY_AST)
+
+
+# How a notebook's cells are joined into one module (``notebook.py``): a statement of this text
+# between two cells. Jupyter displays the value of a cell's last statement when that is an
+# expression, which a fact may need to know (a forward pass displayed is read).
+CELL_BOUNDARY = "pass  # __torchlint_cell_boundary__\n"
+_CELL_BOUNDARY_COMMENT = CELL_BOUNDARY.removeprefix("pass  ").rstrip("\n")
+
+
+def is_cell_boundary(statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` is the ``CELL_BOUNDARY`` between two cells of a notebook."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and statement.trailing_whitespace.comment is not None
+        and statement.trailing_whitespace.comment.value == _CELL_BOUNDARY_COMMENT
+    )
