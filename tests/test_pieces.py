@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from torchlint import engine, pieces, runner, text
+from torchlint import engine, pieces, runner
+from torchlint.text import source_rows
 from torchlint.config import select_rules
 from torchlint.engine import INVALID_FILE, lint_in_pieces, lint_module_source
 from torchlint.semantic import project
@@ -361,7 +362,7 @@ def test_a_file_noqa_anywhere_holds_for_every_piece():
 def test_a_piece_leaves_out_the_blank_rows_after_a_definition_left_out():
     source = 'X = """a\n\nb"""\ndef f():\n    pass\n\n  \n\ndef g():\n\n    return 1\n\n\nY = 2\n'
     found = pieces.outline(iter([ast.parse(source).body]))
-    rows = text.source_rows(source.encode())
+    rows = source_rows(source.encode())
     text, kept = pieces.piece_source(rows, found.definitions, {1})  # g's piece: f left out
     assert text.decode() == 'X = """a\n\nb"""\ndef g():\n\n    return 1\n\n\nY = 2\n'
     assert kept == [1, 2, 3, 9, 10, 11, 12, 13, 14]
