@@ -348,7 +348,7 @@ def test_a_cancelled_lint_stops_between_the_stages_of_the_semantic_facts() -> No
     assert not any(code.co_name == "resolve" for code in frames)
 
     # Within the two walks of the model's construction, each statement asks too.
-    from torchlint.semantic import _Collector
+    from torchlint.semantic.model import _Collector
     from torchlint.traversal import STATEMENTS, ScopeProvider
 
     for walk in (ScopeProvider.visit_Module.__code__, _Collector.on_visit.__code__):

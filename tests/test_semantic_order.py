@@ -12,7 +12,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.config import select_rules
 from torchlint.engine import lint_module_source
-from torchlint.semantic import SCANNED, SCANNED_ENDS, SemanticModel, devices, evaluation, training
+from torchlint.semantic import SemanticModel, devices, evaluation, training
+from torchlint.semantic.model import SCANNED, SCANNED_ENDS
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 # The nodes the facts and rules order or compare.

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import libcst as cst
 
-from torchlint.semantic import MODULE_RETURNS_SELF, call_argument
+from torchlint.semantic.model import MODULE_RETURNS_SELF, call_argument
 from torchlint.semantic.gradflow import NEVER
 from torchlint.semantic.training import code
 

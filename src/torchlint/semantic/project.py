@@ -461,7 +461,7 @@ class _Summarizer:
     # --- functions
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionSummary:
-        from torchlint.semantic import MODULE_RETURNS_SELF
+        from torchlint.semantic.model import MODULE_RETURNS_SELF
 
         built: dict[str, str] = {}  # local name -> the call that built its latest value
         returns: list[str] = []
@@ -578,7 +578,7 @@ class _Sites(ast.NodeVisitor):
     the code), and the names of possible project functions passed around as values."""
 
     def __init__(self, summarizer: _Summarizer) -> None:
-        from torchlint.semantic import MODULE_RETURNS_SELF
+        from torchlint.semantic.model import MODULE_RETURNS_SELF
         from torchlint.semantic.evaluation import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
 
         self.summarizer = summarizer
@@ -1530,7 +1530,7 @@ class ProjectView:
         return self._return_kind(found, depth)
 
     def _class_kind(self, found: Symbol, depth: int):
-        from torchlint.semantic import _BASE_KINDS, _module_class_kind
+        from torchlint.semantic.model import _BASE_KINDS, _module_class_kind
 
         key = (found.path, found.definition.name)
         if key in self._class_kinds:
@@ -1551,7 +1551,7 @@ class ProjectView:
 
     def _return_kind(self, found: Symbol, depth: int):
         """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
-        from torchlint.semantic import _module_class_kind
+        from torchlint.semantic.model import _module_class_kind
 
         kinds = set()
         for returned in found.definition.returns:
@@ -1637,7 +1637,7 @@ class ProjectView:
         return mode
 
     def _compute_mode(self, found: Symbol, depth: int) -> bool | None:
-        from torchlint.semantic import Kind, _module_class_kind
+        from torchlint.semantic.model import Kind, _module_class_kind
 
         definition = found.definition
         if isinstance(definition, FunctionSummary):
@@ -1665,7 +1665,7 @@ class ProjectView:
         return self._combine(parts) if parts else None
 
     def _built_mode(self, qname: str, path: Path, depth: int) -> bool | None:
-        from torchlint.semantic import Kind, _module_class_kind
+        from torchlint.semantic.model import Kind, _module_class_kind
 
         if not qname:
             return None
@@ -1860,7 +1860,7 @@ class ProjectView:
         """The kinds of what the project's other files pass to this file's top-level function
         ``name`` for a parameter (at ``position``, or by keyword): one per call, None for an
         argument of unknown kind; None in all when one of them passes the function around."""
-        from torchlint.semantic import _module_class_kind
+        from torchlint.semantic.model import _module_class_kind
 
         if self.index.referenced(self.path, name):
             return None
