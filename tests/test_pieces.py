@@ -21,7 +21,7 @@ from torchlint import engine, pieces, runner
 from torchlint.text import source_rows
 from torchlint.config import select_rules
 from torchlint.engine import INVALID_FILE, lint_in_pieces, lint_module_source
-from torchlint.semantic import project
+from torchlint.semantic import summary as project
 from torchlint.semantic.pieces import SemanticHooks
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -461,7 +461,7 @@ def test_a_call_of_a_project_function_that_needs_cuda_is_in_every_piece(tmp_path
     monkeypatch.setattr(pieces, "MIN_LINES", 1_000)
     monkeypatch.setattr(pieces, "PIECE_LINES", 500)
     assert _check(tmp_path, "--no-cache", "-j", "1") == whole == _check(tmp_path, "--no-cache", "-j", "2")
-    from torchlint.semantic.project import build_index
+    from torchlint.project import build_index
 
     view = build_index([tmp_path / "big.py"], tmp_path, lazy=True).view(tmp_path / "big.py")
     found = pieces.outline(iter([ast.parse(source).body]), SemanticHooks(view))

@@ -19,7 +19,9 @@ from click.testing import CliRunner
 from rule_fixtures import EXPECTED
 from torchlint.cli import main
 from torchlint.semantic import Kind
-from torchlint.semantic.project import ProjectIndex, build_index, module_files, search_roots, summarize
+from torchlint.project import build_index
+from torchlint.semantic.index import ProjectIndex, module_files, search_roots
+from torchlint.semantic.summary import summarize
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
 CASES = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir())
@@ -234,7 +236,7 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 
 def _resolved(module: str, path: Path, root: Path) -> list[tuple[str, list[str]]]:
-    found = module_files(module, path, search_roots(path, root), os.path.isfile, os.path.isdir)
+    found = module_files(module, path, search_roots(path, root, os.path.isfile), os.path.isfile, os.path.isdir)
     return [(f.relative_to(root).as_posix(), rest) for f, rest in found]
 
 
@@ -401,7 +403,7 @@ def test_a_notebook_sees_the_project_files_it_imports(tmp_path):
 
 def _summarised(monkeypatch, tmp_path) -> list[str]:
     """The names of the files summarised (not taken from the summary cache), in order."""
-    from torchlint.semantic import project
+    from torchlint import project
 
     names: list[str] = []
     original = project.summarize_file_source
@@ -443,7 +445,7 @@ def test_a_cached_result_asks_its_questions_again(tmp_path, monkeypatch):
     """The entry holds the questions and their answers; an entry whose answer no longer holds
     is linted again, and one from a run without an index is not used by a run with one."""
     from torchlint import cache
-    from torchlint.semantic.project import AskedView, answers_hold
+    from torchlint.semantic.view import AskedView, answers_hold
 
     _tree(tmp_path, {
         "models.py": "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n",
@@ -478,7 +480,7 @@ def test_statements_come_in_the_order_ast_walk_gives() -> None:
     first binding of a name wins)."""
     import ast
 
-    from torchlint.semantic.project import _statements_breadth_first
+    from torchlint.semantic.summary import _statements_breadth_first
 
     root = Path(__file__).resolve().parent.parent
     snippet = (
@@ -495,7 +497,7 @@ def test_statements_come_in_the_order_ast_walk_gives() -> None:
 def test_walk_function_is_iter_child_nodes_order() -> None:
     import ast
 
-    from torchlint.semantic.project import _walk_function
+    from torchlint.semantic.summary import _walk_function
 
     def reference(node):
         stack = list(reversed(node.body))
@@ -562,7 +564,7 @@ def test_an_editors_summary_memo_gives_the_summary_of_each_version():
     and what the module around it holds: every version's summary is the one made afresh,
     and an unchanged definition is not walked again."""
     from torchlint.positions import LintMemo
-    from torchlint.semantic import project
+    from torchlint.semantic import summary as project
 
     memo = LintMemo()
     for text in MEMO_VERSIONS:
@@ -657,7 +659,7 @@ def test_a_checkpoint_loader_anywhere_in_the_project_decides_the_fix(tmp_path):
 
 
 def test_a_project_too_large_to_read_makes_the_fix_unsafe(tmp_path, monkeypatch):
-    from torchlint.semantic import project as project_index
+    from torchlint import project as project_index
 
     monkeypatch.setattr(project_index, "MAX_LOADER_FILES", 1)
     project = _copy("checkpoint_loaded_as_weights", tmp_path / "p")

@@ -64,7 +64,7 @@ def test_tl801_fixes_are_safe_only_where_every_supported_torch_has_the_replaceme
     `custom_fwd(device_type=...)` with 2.4: each fix is safe only when the oldest torch the
     project supports (`target-torch`) has its replacement; unknown, it is unsafe (the
     fixture's expected output is with --unsafe-fixes)."""
-    from torchlint.semantic.project import build_index
+    from torchlint.project import build_index
 
     source = (RULES_DIR / "TL801" / "bad_cuda_amp.py").read_bytes()
     path = tmp_path / "train.py"

@@ -25,7 +25,7 @@ def sha256(data: bytes = b""):
 @dataclass
 class Entry:
     """A file's findings, and what its lint asked of the rest of the project with the answers
-    (the questions are opaque here: ``semantic.project.AskedView``)."""
+    (the questions are opaque here: ``semantic.view.AskedView``)."""
 
     findings: list[Finding]
     asked: dict[tuple, object]

@@ -65,7 +65,7 @@ def lint_source(
     source: bytes, path: Path | None, settings: Settings, options: RunOptions, project=None, view=None, progress=None
 ) -> SourceResult:
     """Lint one file's bytes under the settings that apply to ``path``; ``project`` is the
-    project index (semantic/project.py), or None; ``view``, the file's view of it when the
+    project index (semantic/index.py, built by project.py), or None; ``view``, the file's view of it when the
     caller has one; ``progress(done, total, unit)``, told how far the lint of a large file
     has got (``engine.StepProgress``; not for notebooks)."""
     if progress is not None and source.count(b"\n") + 1 < PROGRESS_LINES:
@@ -133,7 +133,7 @@ def _cached(path: Path, source: bytes, settings: Settings, options: RunOptions, 
         # The findings depend on the file, the settings, and what the other project files
         # answer to the questions its lint asks (``AskedView``): a cached result holds while
         # they answer the same, however many files the answers come from.
-        from torchlint.semantic.project import AskedView, answers_hold
+        from torchlint.semantic.view import AskedView, answers_hold
 
         view = project.view(path) if project is not None else None
         key = cache.key(source, settings.rules_for(path), options.with_edits, path.suffix, "project" if view is not None else "")
@@ -363,7 +363,7 @@ def _lint_piece(path: Path, text: bytes, settings: Settings, options: RunOptions
     """(findings, failures, the project questions asked) of a large file's piece, in a worker."""
     view = None
     if _project is not None:
-        from torchlint.semantic.project import AskedView
+        from torchlint.semantic.view import AskedView
 
         view = AskedView(_project.view(path))
     result = lint_module_source(text, settings.rules_for(path), with_edits=options.with_edits, project=view)
@@ -381,7 +381,7 @@ def _merged(path: Path, settings: Settings, options: RunOptions, key, view, plan
 def _merge(path: Path, settings: Settings, options: RunOptions, key, view, planned: PiecePlan, jobs: list, project, progress=None) -> FileReport:
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    from torchlint.semantic.project import AskedView
+    from torchlint.semantic.view import AskedView
 
     shown = display_path(path)
     asked: dict = dict(view.asked) if isinstance(view, AskedView) else {}  # (the plan's questions)
@@ -409,7 +409,7 @@ def _merge(path: Path, settings: Settings, options: RunOptions, key, view, plann
 def _build_project(files: Sequence[Path], settings: Settings, options: RunOptions):
     """The project index over the files and the project files they import (what the semantic
     layer knows of other files), built once per run."""
-    from torchlint.semantic.project import build_index, cached_summarize
+    from torchlint.project import build_index, cached_summarize
 
     summaries = cached_summarize(settings.root) if options.use_cache else None
     # Lazy: the imported files are summarised when a question reaches them.

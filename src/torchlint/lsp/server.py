@@ -46,7 +46,9 @@ from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleF
 from torchlint.positions import LintMemo
 from torchlint.rule import Applicability, Finding, Location
 from torchlint.text import syntax_tree
-from torchlint.semantic.project import ProjectIndex, ProjectView
+from torchlint.project import DiskFiles
+from torchlint.semantic.index import ProjectIndex
+from torchlint.semantic.view import ProjectView
 
 SOURCE = "torchlint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
@@ -128,14 +130,15 @@ class ProjectIndexes:
         the summary of its last version kept) into its root's index: what its lint sees of the
         project, and whether its summary changed."""
         with self._lock:
-            index = self._indexes.setdefault(root, ProjectIndex(root))
+            index = self._indexes.setdefault(root, ProjectIndex(root, files=DiskFiles()))
             before = index.summaries.get(path)
             index.update(path, text, self._read, tree, memo)
             changed = index.summaries.get(path) != before
             # The lint runs in its own thread while other documents update the index: it gets
             # a copy of the tables (the summaries themselves never change).
             snapshot = ProjectIndex(
-                index.root, dict(index.summaries), dict(index.imports), dict(index._roots), target_torch=target_torch
+                index.root, dict(index.summaries), dict(index.imports), dict(index._roots), target_torch=target_torch,
+                files=index.files,
             )
         return snapshot.view(path), changed
 

@@ -37,7 +37,7 @@ from libcst.metadata import (
 from torchlint.traversal import STATEMENTS, FastDispatch, ScopeProvider, checkpoints, release_scopes
 
 if TYPE_CHECKING:
-    from torchlint.semantic.project import ProjectView
+    from torchlint.semantic.view import ProjectView
 
 
 class Kind(enum.Enum):
@@ -328,7 +328,7 @@ class FileModel:
         self, wrapper: MetadataWrapper, project: ProjectView | None = None, checkpoint: Callable[[], None] | None = None
     ) -> None:
         self.wrapper = wrapper
-        self.project = project  # the project index as this file sees it (semantic/project.py)
+        self.project = project  # the project index as this file sees it (semantic/view.py)
         # Called before each long stage (the scopes, the collecting pass, each facet) and at
         # each statement the first two walk: the engine's way to stop an editor's lint that
         # is no longer wanted (it raises there). None: nothing to call.
