@@ -5,7 +5,7 @@ from collections import defaultdict
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
-from torchlint.semantic.evaluation import words
+from torchlint.semantic.names import words
 from torchlint.torch_rule import TorchRule
 
 PLATEAU = "torch.optim.lr_scheduler.ReduceLROnPlateau"

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
+from functools import cached_property
 
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
-from torchlint.semantic import Kind
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
 from torchlint.torch_rule import TorchRule
 
@@ -314,17 +316,55 @@ class HardcodedCuda(TorchRule):
                 if statement is None or self._bound_in_a_function(node, torch):
                     return None
                 changes[_IMPORT_FIRST] = statement
-            return f'"cuda" if {torch}.cuda.is_available() else "cpu"', changes, Applicability.SAFE
+            return self._choice(torch), changes, Applicability.SAFE
         anchor = devices.definition_anchor()
-        definition = cst.parse_statement(f'device = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")\n')
+        definition = cst.parse_statement(f"device = {torch}.device({self._choice(torch)})\n")
         definition = definition.with_changes(leading_lines=[cst.EmptyLine()])
-        return "device", {anchor: cst.FlattenSentinel([anchor, definition])}, Applicability.SAFE
+        changes = {anchor: cst.FlattenSentinel([anchor, definition])}
+        following = self._statement_after(anchor)
+        if isinstance(following, (cst.FunctionDef, cst.ClassDef)) and _blank_lines_before(following) < 2:
+            changes[_BLANK_LINES_BEFORE] = following  # (PEP 8: two blank lines before a top-level definition)
+        return "device", changes, Applicability.SAFE
+
+    def _choice(self, torch: str) -> str:
+        """The device choice, in the file's quote style."""
+        q = self._quote
+        return f"{q}cuda{q} if {torch}.cuda.is_available() else {q}cpu{q}"
+
+    @cached_property
+    def _quote(self) -> str:
+        """The quote the file's one-line strings use most (double quotes on a tie, as Black)."""
+        counts = {"'": 0, '"': 0}
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(self.context.module.code).readline):
+                if token.type == tokenize.STRING:
+                    body = token.string.lstrip("rbuRBUfF")
+                    if body[:3] not in (TQ3, DQ3) and body[:1] in counts:
+                        counts[body[:1]] += 1
+        except (tokenize.TokenError, SyntaxError):
+            pass
+        return "'" if counts["'"] > counts['"'] else '"'
+
+    def _statement_after(self, statement: cst.CSTNode) -> cst.CSTNode | None:
+        body = self.context.module.body
+        index = next((i for i, s in enumerate(body) if s is statement), None)
+        return body[index + 1] if index is not None and index + 1 < len(body) else None
 
     def _changes(self, node: cst.CSTNode, local: dict, changes: dict) -> dict:
         """The changes of a fix: ``local`` (the rewrite at ``node``) and ``changes`` (the
         device definition); with ``_IMPORT_FIRST``, the statement holding ``node`` rewritten
         and preceded by the import of torch, as one change (an outer change wins over the
         ones inside it)."""
+        following = changes.pop(_BLANK_LINES_BEFORE, None)
+        if following is not None:
+            # The definition that follows the device line: its own changes, if any, go into it.
+            inside = {old: new for old, new in local.items() if self.semantic.inside(old, following)}
+            rewritten = following
+            for old, new in inside.items():
+                rewritten = rewritten.deep_replace(old, new)
+            lines = [cst.EmptyLine()] * (2 - _blank_lines_before(following)) + list(following.leading_lines)
+            local = {old: new for old, new in local.items() if old not in inside}
+            changes = {**changes, following: rewritten.with_changes(leading_lines=lines)}
         statement = changes.get(_IMPORT_FIRST)
         if statement is None:
             return {**local, **changes}
@@ -359,7 +399,8 @@ class HardcodedCuda(TorchRule):
         torch = self.semantic.torch_alias
         if torch is None:
             return None
-        guarded = cst.parse_expression(f'{self._code(string)} if {torch}.cuda.is_available() else "cpu"')
+        q = self._quote
+        guarded = cst.parse_expression(f"{self._code(string)} if {torch}.cuda.is_available() else {q}cpu{q}")
         return Fix("Fall back to the CPU when CUDA is unavailable", {string: guarded})
 
     def _code(self, node: cst.CSTNode) -> str:
@@ -368,6 +409,20 @@ class HardcodedCuda(TorchRule):
 
 # A key of a device's changes (``_device``): the statement before which torch is imported.
 _IMPORT_FIRST = object()
+# Another: the top-level definition after the device line, which needs two blank lines before it.
+_BLANK_LINES_BEFORE = object()
+# Triple quotes (a docstring's quotes say nothing of the one-line strings' style).
+TQ3, DQ3 = "'" * 3, '"' * 3
+
+
+def _blank_lines_before(statement: cst.FunctionDef | cst.ClassDef) -> int:
+    """The blank lines before a definition (its decorators), above any comment line."""
+    count = 0
+    for line in statement.leading_lines:
+        if line.comment is not None:
+            break
+        count += 1
+    return count
 
 
 def _compared(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:

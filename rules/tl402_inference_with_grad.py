@@ -1,7 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import STAR_IMPORT, Applicability, Fix
-from torchlint.semantic.evaluation import called_module
+from torchlint.semantic.forward import called_module
 from torchlint.torch_rule import TorchRule
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from torchlint import __version__
 from torchlint.cli import main
-from torchlint.rule import all_rules
+from torchlint.rules import all_rules
 
 BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
 GOOD = BAD.replace("torch.save(model,", "torch.save(model.state_dict(),")

@@ -56,7 +56,7 @@ def test_rule_table_rows_are_whole_clauses():
 
 
 def test_rules_page_has_a_section_per_rule_and_a_subsection_per_docstring_section():
-    from torchlint.rule import all_rules
+    from torchlint.rules import all_rules
 
     text = (ROOT / "docs" / "rules.md").read_text()
     lines = text.splitlines()
@@ -89,6 +89,7 @@ def test_the_projects_home_is_declared_once_and_the_findings_urls_follow_it(monk
     import importlib.metadata
 
     from torchlint import rule as rule_module
+    from torchlint.rules import all_rules, rule_by_code
 
     urls = _pyproject()["project"]["urls"]
     assert {"Homepage", "Repository", "Documentation", "Rules"} <= set(urls)
@@ -103,7 +104,7 @@ def test_the_projects_home_is_declared_once_and_the_findings_urls_follow_it(monk
     monkeypatch.setattr(importlib.metadata, "metadata", lambda name: Metadata())
     rule_module.project_urls.cache_clear()
     try:
-        tl501 = rule_module.rule_by_code("TL501")
+        tl501 = rule_by_code("TL501")
         assert tl501.url() == "https://example.org/docs/rules/#tl501-save-whole-model"
         # ... or, where the package is not installed, from the source tree's pyproject.toml.
         def missing(name):
@@ -116,7 +117,7 @@ def test_the_projects_home_is_declared_once_and_the_findings_urls_follow_it(monk
         rule_module.project_urls.cache_clear()
     # Each anchor is a section of the rules page (GitHub's and MkDocs' anchors alike).
     headings = {line[3:].lower().replace(" ", "-") for line in (ROOT / "docs" / "rules.md").read_text().splitlines() if line.startswith("## ")}
-    assert all(r.url().split("#")[1] in headings for r in rule_module.all_rules())
+    assert all(r.url().split("#")[1] in headings for r in all_rules())
 
 
 def test_the_readmes_pre_commit_snippet_is_a_hook_the_repository_defines():

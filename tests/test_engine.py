@@ -261,7 +261,8 @@ def test_sources_not_parsed_in_pieces() -> None:
 
 def test_a_rules_visitor_methods_are_those_dir_finds() -> None:
     # ``_visitor_names`` looks at each class's own methods, not at ``dir``'s 600 names.
-    from torchlint.rule import _visitor_names, all_rules
+    from torchlint.rule import _visitor_names
+    from torchlint.rules import all_rules
 
     def by_dir(cls):
         return tuple(
@@ -419,7 +420,7 @@ def test_a_lint_leaves_no_cyclic_garbage(fix_mode) -> None:
     walk every node of the tree again."""
     import gc
 
-    from torchlint.rule import all_rules
+    from torchlint.rules import all_rules
 
     source = (FIXTURES / "example" / "train.py").read_bytes()
     rules = all_rules()

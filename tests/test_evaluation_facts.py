@@ -10,7 +10,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.semantic import SemanticModel
-from torchlint.semantic.evaluation import is_model_name, words
+from torchlint.semantic.names import is_model_name, words
 
 
 def facts(source: str):

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from torchlint.cli import main
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
-from torchlint.rule import Fix, rule_by_code
+from torchlint.rule import Fix
+from torchlint.rules import rule_by_code
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 # TL801 has a fix for the first call (unsafe: `torch.amp.GradScaler` came with torch 2.3); `boom()`

@@ -15,7 +15,7 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from torchlint.rule import rule_by_code
+from torchlint.rules import rule_by_code
 
 BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
 GOOD = BAD.replace("torch.save(model,", "torch.save(model.state_dict(),")

@@ -18,7 +18,7 @@ BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\nboom('amp.au
 # A server whose TL801 raises on `boom()`: a deliberately failing rule.
 FAILING_SERVER = """
 import libcst as cst
-from torchlint.rule import rule_by_code
+from torchlint.rules import rule_by_code
 rule = rule_by_code("TL801")
 original = rule.visit_Call
 def visit_Call(self, node):

@@ -13,7 +13,8 @@ from conftest import FIXTURES
 from torchlint.cli import main
 from torchlint.engine import FixMode
 from torchlint.notebook import lint_notebook
-from torchlint.rule import Edit, Fix, Location, Rule, rule_by_code
+from torchlint.rule import Edit, Fix, Location, Rule
+from torchlint.rules import rule_by_code
 
 NOTEBOOKS = FIXTURES / "notebooks"
 TL501 = [rule_by_code("TL501")]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from torchlint.cli import main
-from torchlint.rule import all_rules
+from torchlint.rules import all_rules
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"

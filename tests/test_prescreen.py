@@ -14,7 +14,8 @@ import pytest
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
 from torchlint.notebook import lint_notebook
-from torchlint.rule import Prescreen, all_rules, rule_by_code
+from torchlint.rule import Prescreen
+from torchlint.rules import all_rules, rule_by_code
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

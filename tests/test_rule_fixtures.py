@@ -11,7 +11,8 @@ import pytest
 from rule_fixtures import RULES_DIR, cases, expected_rows, lint
 from torchlint.config import select_rules
 from torchlint.engine import FixMode, lint_module_source
-from torchlint.rule import Applicability, all_rules
+from torchlint.rule import Applicability
+from torchlint.rules import all_rules
 
 CASES = cases()
 BAD = [c for c in CASES if c.is_bad]

@@ -3,7 +3,7 @@
 import pytest
 
 from torchlint.config import select_rules
-from torchlint.rule import rule_by_code
+from torchlint.rules import rule_by_code
 
 
 @pytest.fixture

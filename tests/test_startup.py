@@ -96,7 +96,7 @@ def test_the_command_line_fills_the_file_once(tmp_path):
         """
         import sys
         from torchlint import _startup, cli
-        from torchlint.rule import all_rules
+        from torchlint.rules import all_rules
         with _startup.compiled_dataclasses() as counts:
             all_rules()
         print(counts["reused"], counts["compiled"], "libcst" in sys.modules)

@@ -3,7 +3,8 @@ back a module that only looks like the pattern, and admits one that has it."""
 
 import pytest
 
-from torchlint.rule import Prescreen, rule_by_code
+from torchlint.rule import Prescreen
+from torchlint.rules import rule_by_code
 
 CANDIDATES = {
     "TL109": ("opt.zero_grad()\nopt.zero_grad\n", "opt.zero_grad(set_to_none=False)\n"),

@@ -147,7 +147,10 @@ def read_triage() -> dict[Key, tuple[str, str]]:
 def opt_in_codes(install_dir: Path | None) -> set[str]:
     """The opt-in rules of the torchlint installed in ``install_dir`` (None: this environment's)."""
     env = dict(os.environ, PYTHONPATH=str(install_dir)) if install_dir else None
-    code = "from torchlint.rule import all_rules; print(*[r.code for r in all_rules() if r.opt_in])"
+    code = (
+        "try:\n    from torchlint.rules import all_rules\nexcept ImportError:\n    from torchlint.rule import all_rules\n"
+        "print(*[r.code for r in all_rules() if r.opt_in])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return set(proc.stdout.split())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from torchlint.rule import all_rules
+from torchlint.rules import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"

@@ -15,7 +15,8 @@ from torchlint._startup import compiled_dataclasses, gc_paused
 with compiled_dataclasses(), gc_paused():  # LibCST's node classes and ours: see torchlint/_startup.py
     from torchlint.config import ConfigError, resolve_settings
     from torchlint.engine import FixMode
-    from torchlint.rule import Rule, all_rules, rule_by_code
+    from torchlint.rule import Rule
+    from torchlint.rules import all_rules, rule_by_code
     from torchlint.runner import RunError
 
 # Subcommands whose modules import heavy dependencies (torch, pygls) load only when used.

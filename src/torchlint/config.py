@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     import pathspec
 
 from torchlint.engine import INVALID_FILE
-from torchlint.rule import Rule, all_rules
+from torchlint.rule import Rule
+from torchlint.rules import all_rules
 
 KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-torch")
 

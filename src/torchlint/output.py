@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from torchlint.rule import Applicability, Finding, rule_by_code
+from torchlint.rule import Applicability, Finding
+from torchlint.rules import rule_by_code
 from torchlint.runner import FileReport
 
 

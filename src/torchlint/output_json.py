@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import torchlint
 from torchlint.output import rows
-from torchlint.rule import Finding, Location, all_rules, project_urls, rule_by_code
+from torchlint.rule import Finding, Location, project_urls
+from torchlint.rules import all_rules, rule_by_code
 from torchlint.runner import FileReport, RunError
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ast
 import enum
-import importlib
 import inspect
-import pkgutil
 import re
 import sys
 from collections import defaultdict
@@ -98,10 +96,6 @@ class Finding:
     end: Location
     fix: Fix | None = None
     cell: int | None = None  # 1-based notebook cell; rows then count within the cell
-
-    @property
-    def rule(self) -> type[Rule]:
-        return rule_by_code(self.code)
 
 
 class RuleContext:
@@ -370,31 +364,3 @@ def _does_something(owner: type, name: str) -> bool:
     # Per defining class: LibCST's visitor bases define some 600 no-op methods, shared by all rules.
     method = getattr(owner, name)
     return callable(method) and not getattr(method, "_is_no_op", False)
-
-
-_CODE = re.compile(r"TL\d{3}")
-
-
-@lru_cache(maxsize=None)
-def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule in ``torchlint.rules``, sorted by code."""
-    import torchlint.rules as package
-
-    found: dict[str, type[Rule]] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for obj in vars(module).values():
-            if inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
-                if not _CODE.fullmatch(obj.code):
-                    raise RuntimeError(f"rule {obj.__name__} has a malformed code {obj.code!r}")
-                if obj.code in found:
-                    raise RuntimeError(f"two rules share the code {obj.code}")
-                found[obj.code] = obj
-    return tuple(found[code] for code in sorted(found))
-
-
-def rule_by_code(code: str) -> type[Rule]:
-    for rule in all_rules():
-        if rule.code == code:
-            return rule
-    raise KeyError(code)

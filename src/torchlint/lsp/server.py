@@ -45,6 +45,7 @@ from torchlint._startup import cyclic_gc_paused
 from torchlint.engine import INVALID_FILE, Cancelled, FixMode, ParseCache, RuleFailure, lint_module_source
 from torchlint.positions import LintMemo
 from torchlint.rule import Applicability, Finding, Location
+from torchlint.rules import rule_by_code
 from torchlint.text import syntax_tree
 from torchlint.project import DiskFiles
 from torchlint.semantic.index import ProjectIndex
@@ -207,7 +208,7 @@ def to_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, 
         message=finding.message,
         severity=types.DiagnosticSeverity.Error if finding.code == INVALID_FILE else types.DiagnosticSeverity.Warning,
         code=finding.code,
-        code_description=types.CodeDescription(href=finding.rule.url()),
+        code_description=types.CodeDescription(href=rule_by_code(finding.code).url()),
         source=SOURCE,
         data=data,
     )

@@ -393,7 +393,7 @@ class DeviceFacts:
         is bound: an activation, pooling or other parameter-free layer (``nn.ReLU()``), or a
         loss built without a weight tensor (``nn.CrossEntropyLoss()``, not
         ``nn.CrossEntropyLoss(weight=w)``), or such a module moved (``.cuda()``, ``.to()``)."""
-        from torchlint.semantic.evaluation import _PARAMETER_FREE
+        from torchlint.semantic.forward import _PARAMETER_FREE
 
         if isinstance(expr, cst.Call):
             func = expr.func
@@ -537,7 +537,7 @@ class DeviceFacts:
 
     def in_module_forward(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is in ``forward`` of an ``nn.Module`` subclass."""
-        from torchlint.semantic import Kind
+        from torchlint.semantic.model import Kind
 
         function = self.model.enclosing_function(node)
         if function is None or function.name.value != "forward":

@@ -367,7 +367,7 @@ class _Summarizer:
     # --- classes
 
     def _class(self, node: ast.ClassDef) -> ClassSummary:
-        from torchlint.semantic.evaluation import _BUILDING_BUILTINS, _LOADING, _MODE_FUNCTIONS, _PLAIN_METHODS
+        from torchlint.semantic.modes import _BUILDING_BUILTINS, _LOADING, _MODE_FUNCTIONS, _PLAIN_METHODS
 
         bases = tuple(self.qualify(b) or "" for b in node.bases)
         mode_layers = unknown = False
@@ -557,7 +557,8 @@ class _Sites(ast.NodeVisitor):
 
     def __init__(self, summarizer: _Summarizer) -> None:
         from torchlint.semantic.model import MODULE_RETURNS_SELF
-        from torchlint.semantic.evaluation import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
+        from torchlint.semantic.evaluation import _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
+        from torchlint.semantic.modes import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
 
         self.summarizer = summarizer
         self.returns_self = MODULE_RETURNS_SELF
@@ -890,7 +891,7 @@ def _on_self(func: ast.expr) -> bool:
 
 def _layer_mode_free(layer: str, call: ast.Call) -> bool:
     """As ``EvaluationFacts._layer_mode_free``, on an ``ast`` call."""
-    from torchlint.semantic.evaluation import _MODE_LAYERS
+    from torchlint.semantic.modes import _MODE_LAYERS
 
     if _MODE_LAYERS.search(layer):
         return False

@@ -416,7 +416,8 @@ class ProjectView:
             if found is not None and isinstance(found.definition, FunctionSummary):
                 effect = view._effect(found, frozenset())
             else:  # an unknown helper named for a mode, as the evaluation facts read it
-                from torchlint.semantic.evaluation import EVAL, TRAIN, words
+                from torchlint.semantic.forward import EVAL, TRAIN
+                from torchlint.semantic.names import words
 
                 ws = words(qname.rpartition(".")[2])
                 effect = EVAL if EVAL in ws else TRAIN if ws and ws[0] in (TRAIN, "fit") else None
@@ -542,6 +543,6 @@ def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSum
 
 
 def _mode_layer_name(qname: str) -> bool:
-    from torchlint.semantic.evaluation import _MODE_LAYERS
+    from torchlint.semantic.modes import _MODE_LAYERS
 
     return bool(_MODE_LAYERS.search(qname.rpartition(".")[2]))
