@@ -512,6 +512,20 @@ class SemanticModel:
             node, parent = parent, parents.get(parent)
         return node if parent is not None else None
 
+    def bound_before(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether ``name`` is bound before ``node`` runs, in execution order: a notebook's
+        cells top to bottom, a script's statements, code in a function from its definition
+        (``execution_order``)."""
+        from torchlint.semantic.execution_order import bound_before
+
+        return bound_before(self, node, name)
+
+    def bound_locally(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether a function (or class body) that holds ``node`` binds ``name`` itself."""
+        from torchlint.semantic.execution_order import bound_locally
+
+        return bound_locally(self, node, name)
+
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = self.parents.get(node)
         while node is not None:
