@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint.rule import STAR_IMPORT, Applicability, Fix
 from torchlint.semantic.evaluation import called_module
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.semantic.frameworks import TorchRule
 
 
@@ -58,7 +59,10 @@ class InferenceWithGrad(TorchRule):
     The fix decorates an evaluation function with `@torch.no_grad()` (innermost, next to
     `def`), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
-    `import torch` where the file has none. It is safe: evaluation code that computes
+    `import torch` where the file has none; where the file's name for it is bound only after
+    the code it wraps (a notebook cell before the one that imports torch), the fix adds the
+    file's own import of that name just before the statement, unless a function there binds
+    the name itself (then there is no fix). It is safe: evaluation code that computes
     gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
     the recorded graphs go. The decorator turns gradients off for the whole function, so it
     is offered only where every forward pass there is inference; beside one whose output may
@@ -110,7 +114,14 @@ class InferenceWithGrad(TorchRule):
                     return None  # grad mode is per thread: other coroutines would run with it off
                 changes.setdefault(statement, _wrapped(statement, no_grad))
             message = f"Wrap in `with {no_grad}:`"
-        if needs_import:
+        if not needs_import:
+            # The file's name for it must exist where the decorator or `with` runs (a
+            # notebook's cell before the one that imports torch: the import is added there).
+            name = no_grad.split(".")[0].split("(")[0]
+            changes = with_import_first(self.semantic, changes, name, list(changes))
+            if changes is None:
+                return None
+        else:
             first = evaluation.import_insertion()
             if first is None or first in changes:
                 return None
