@@ -50,6 +50,15 @@ def bound_locally(model: SemanticModel, node: cst.CSTNode, name: str) -> bool:
     )
 
 
+def bound_within(model: SemanticModel, node: cst.CSTNode, name: str, region: cst.CSTNode) -> bool:
+    """Whether ``name``, as ``node`` sees it, is bound somewhere inside ``region`` (a loop's
+    body: a name bound in each iteration does not exist before that binding in the first)."""
+    scope = model.scopes.get(node)
+    return scope is not None and any(
+        isinstance(a, Assignment) and not isinstance(a.node, cst.Param) and region in model.ancestors(a.node) for a in scope[name]
+    )
+
+
 def import_of(model: SemanticModel, name: str) -> str | None:
     """The file's own module-level import that binds ``name``, as a statement that binds
     only it (``import torch as th``; ``import torch`` for ``import torch.nn``; ``from torch
