@@ -119,8 +119,8 @@ def with_import_first(
     if isinstance(rewritten, cst.RemovalSentinel):
         return None
     nodes = list(rewritten.nodes) if isinstance(rewritten, cst.FlattenSentinel) else [rewritten]
-    for old, new in inside.items():
-        nodes = [n.deep_replace(old, new) for n in nodes]
+    if inside:
+        nodes = [n.visit(_Replace(inside)) for n in nodes]
     rest[statement] = cst.FlattenSentinel([cst.parse_statement(spelled + "\n"), *nodes])
     return rest
 
@@ -151,3 +151,15 @@ def _runs_before(model: SemanticModel, assignment: Assignment, node: cst.CSTNode
     if isinstance(common, cst.With) and isinstance(child, cst.WithItem):
         return model.inside(anchor, common.body)
     return False
+
+
+class _Replace(cst.CSTTransformer):
+    """Replaces each node of ``changes`` (by identity, in one pass: a change inside another
+    one's node is dropped with it, as the engine does)."""
+
+    def __init__(self, changes: Mapping[cst.CSTNode, object]) -> None:
+        super().__init__()
+        self.changes = changes
+
+    def on_leave(self, original_node, updated_node):
+        return self.changes.get(original_node, updated_node)
