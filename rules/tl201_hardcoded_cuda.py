@@ -117,16 +117,17 @@ class HardcodedCuda(TorchRule):
     accelerator's availability), directly or through a name bound to such a test, with a
     CUDA branch, means "the GPU when there is one" and is reused. Otherwise it defines
     `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` once, after the
-    imports, as a change of its own beside the call; where that definition would not be
-    seen (another binding of `device`), it writes the conditional expression in place.
-    Its code uses only names bound before it as the program runs (a notebook's cells top to
-    bottom): where no module-level import binds `torch` before the top-level statement that
-    holds the call (a cell before the one that imports torch, or a function defined there),
-    it writes the conditional expression and imports torch just before that statement, in
-    the same cell; the device definition goes only after the import of torch.
-    In `forward` of an `nn.Module` it uses only a device known there (a parameter,
-    `self.device`), never a global one: the caller places the module. `torch.device("cuda:0")`
-    and a device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
+    imports, as a change of its own beside the call; where that definition would not be seen
+    (another binding of `device`), it writes the conditional expression in place. Its code
+    uses only names bound before it as the program runs (a notebook's cells top to bottom):
+    where no module-level import binds `torch` before the top-level statement that holds the
+    call (a cell before the one that imports torch, or a function defined there), it writes
+    the conditional expression and imports torch at the start of that cell, after the cell's
+    own imports (in a script, after its imports); the device definition goes only after the
+    import of torch. In `forward` of an `nn.Module` it uses only a device known there (a
+    parameter, `self.device`), never a global one: the caller places the module.
+    `torch.device("cuda:0")` and a device variable set to `"cuda"` keep their string and
+    fall back to `"cpu"`.
 
     The fix is safe when the device it uses is one it defines or one every binding of which
     is CUDA or such an availability choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
@@ -308,7 +309,7 @@ class HardcodedCuda(TorchRule):
             return None  # in `forward`, the device is where the caller put the module
         if not devices.can_define_device(node):
             # A notebook cell (or a script) before the one that imports torch: the fix
-            # imports it itself, just before the statement, where nothing shadows it.
+            # imports it itself, at the start of that cell, where nothing shadows it.
             changes = {} if self.semantic.bound_before(node, torch) else {_IMPORT_FIRST: node}
             if changes and (self.semantic.top_statement(node) is None or self.semantic.bound_locally(node, torch)):
                 return None

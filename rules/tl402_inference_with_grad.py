@@ -61,18 +61,18 @@ class InferenceWithGrad(TorchRule):
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
     `import torch` where the file has none; where the file's name for it is bound only after
     the code it wraps (a notebook cell before the one that imports torch), the fix adds the
-    file's own import of that name just before the statement, unless a function there binds
-    the name itself (then there is no fix). It is safe: evaluation code that computes
-    gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
-    the recorded graphs go. The decorator turns gradients off for the whole function, so it
-    is offered only where every forward pass there is inference; beside one whose output may
-    be backpropagated, the inference statements are wrapped instead. Where an inference
-    output is returned, what the callers do with it is read where the fix cannot see every
-    reader (another file, a method's callers): the fix is then unsafe. A decorator on an
-    `async def` does not cover the coroutine's body (and does not count as turning gradients
-    off there): the statements that run the model are wrapped instead, and there is no fix
-    where they `await`, since grad mode is per thread and other coroutines would run with it
-    off.
+    file's own import of that name at the start of that cell, after the cell's own imports,
+    unless a function there binds the name itself (then there is no fix). It is safe:
+    evaluation code that computes gradients (a backward pass or `torch.autograd.grad` there)
+    is never reported, so only the recorded graphs go. The decorator turns gradients off for
+    the whole function, so it is offered only where every forward pass there is inference;
+    beside one whose output may be backpropagated, the inference statements are wrapped
+    instead. Where an inference output is returned, what the callers do with it is read
+    where the fix cannot see every reader (another file, a method's callers): the fix is
+    then unsafe. A decorator on an `async def` does not cover the coroutine's body (and does
+    not count as turning gradients off there): the statements that run the model are wrapped
+    instead, and there is no fix where they `await`, since grad mode is per thread and other
+    coroutines would run with it off.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)

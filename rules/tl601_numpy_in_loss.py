@@ -53,22 +53,22 @@ class NumpyInLoss(TorchRule):
 
     ## Fix safety
     When the NumPy computation sits whole in one expression and every NumPy call in it has a
-    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` →
-    `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls,
-    `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
-    `torch.tensor(..., requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()`
-    re-wrap is dropped. That expression is the loss's own, or the single `return` of the
-    same-file helper function or loss class `forward` that computes it (the fix is written
-    there, where the NumPy code lives; for a helper function, only when every call of it in
-    the file computes a loss that a backward pass runs on, so no caller passing arrays
-    breaks). It is offered only where the file imports `torch`; where that import runs only
-    after the rewritten code (a notebook cell before the one that imports torch), the fix
-    adds the file's own `import torch` just before the statement, unless a function there
-    binds `torch` itself (then there is no fix). It is unsafe: NumPy and torch
-    differ in dtype promotion (float64 there, the model's dtype here) and in some defaults
-    (`np.std` is the population deviation, `torch.std` the sample one), so the numbers can
-    change. Otherwise (a NumPy call with no equivalent, NumPy spread over several statements)
-    it reports only.
+    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` → `dim=`,
+    ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls, `.numpy()`,
+    `.detach()`, `.cpu()` and `.data` on the path are removed, and a `torch.tensor(...,
+    requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()` re-wrap is dropped.
+    That expression is the loss's own, or the single `return` of the same-file helper
+    function or loss class `forward` that computes it (the fix is written there, where the
+    NumPy code lives; for a helper function, only when every call of it in the file computes
+    a loss that a backward pass runs on, so no caller passing arrays breaks). It is offered
+    only where the file imports `torch`; where that import runs only after the rewritten
+    code (a notebook cell before the one that imports torch), the fix adds the file's own
+    `import torch` at the start of that cell, after the cell's own imports, unless a
+    function there binds `torch` itself (then there is no fix). It is unsafe: NumPy and
+    torch differ in dtype promotion (float64 there, the model's dtype here) and in some
+    defaults (`np.std` is the population deviation, `torch.std` the sample one), so the
+    numbers can change. Otherwise (a NumPy call with no equivalent, NumPy spread over
+    several statements) it reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)

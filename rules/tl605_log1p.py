@@ -39,11 +39,11 @@ class Log1p(TorchRule):
     ## Fix safety
     The fix writes `torch.log1p(x)` and is unsafe: it computes the same function, but its
     results differ from the old ones in the last bits (they are more accurate), which can
-    change a test's expected values or a bit-for-bit reproduction.
-    Where the name it writes (`torch`, or the file's alias) is bound only after that code
-    runs (a notebook cell before the one that imports torch), the fix adds the file's own
-    import of it just before the statement, and offers nothing where a function there binds
-    that name itself.
+    change a test's expected values or a bit-for-bit reproduction. Where the name it writes
+    (`torch`, or the file's alias) is bound only after that code runs (a notebook cell
+    before the one that imports torch), the fix adds the file's own import of it at the
+    start of that cell, after the cell's own imports, and offers nothing where a function
+    there binds that name itself.
 
     ## References
     - [`torch.log1p`](https://pytorch.org/docs/stable/generated/torch.log1p.html)

@@ -35,11 +35,11 @@ class Expm1(TorchRule):
     ## Fix safety
     The fix writes `torch.expm1(x)` and is unsafe: it computes the same function, but its
     results differ from the old ones in the last bits (they are more accurate), which can
-    change a test's expected values or a bit-for-bit reproduction.
-    Where the name it writes (`torch`, or the file's alias) is bound only after that code
-    runs (a notebook cell before the one that imports torch), the fix adds the file's own
-    import of it just before the statement, and offers nothing where a function there binds
-    that name itself.
+    change a test's expected values or a bit-for-bit reproduction. Where the name it writes
+    (`torch`, or the file's alias) is bound only after that code runs (a notebook cell
+    before the one that imports torch), the fix adds the file's own import of it at the
+    start of that cell, after the cell's own imports, and offers nothing where a function
+    there binds that name itself.
 
     ## References
     - [`torch.expm1`](https://pytorch.org/docs/stable/generated/torch.expm1.html)

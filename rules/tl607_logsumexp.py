@@ -41,11 +41,11 @@ class Logsumexp(TorchRule):
     The fix writes `torch.logsumexp(x, dim[, keepdim])` and is unsafe: where the old
     expression was finite the results differ only in the last bits, but where it overflowed
     they now are finite, which changes results (for the better) and a test's expected
-    values. A sum given `dtype=` or `out=` gets no fix.
-    Where the name it writes (`torch`, or the file's alias) is bound only after that code
-    runs (a notebook cell before the one that imports torch), the fix adds the file's own
-    import of it just before the statement, and offers nothing where a function there binds
-    that name itself.
+    values. A sum given `dtype=` or `out=` gets no fix. Where the name it writes (`torch`,
+    or the file's alias) is bound only after that code runs (a notebook cell before the one
+    that imports torch), the fix adds the file's own import of it at the start of that cell,
+    after the cell's own imports, and offers nothing where a function there binds that name
+    itself.
 
     ## References
     - [`torch.logsumexp`](https://pytorch.org/docs/stable/generated/torch.logsumexp.html)

@@ -65,19 +65,19 @@ class DeprecatedCudaAmp(TorchRule):
     with torch 2.3 and `torch.amp.custom_fwd(device_type=...)` with 2.4: on an older torch
     the fixed code fails with an `AttributeError` or a `TypeError`, and the fix cannot know
     which versions a project supports. So the fix is safe for `autocast` (in `torch.amp`
-    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd`
-    (`--unsafe-fixes`, once the project requires a torch that has them). Every argument
-    keeps its parameter: `torch.cuda.amp.autocast(flag)` becomes
-    `torch.amp.autocast("cuda", enabled=flag)` (the new signature puts `dtype` second), and
-    `GradScaler`'s positional arguments keep their order after the device. A call with
-    `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
-    nor does a file that does not `import torch` (the fix writes `torch.amp`); where that
-    import runs only after a rewritten use (a notebook cell before the one that imports
-    torch), the fix adds the file's own `import torch` just before that use's statement,
-    unless a function there binds `torch` itself (then there is no fix). The fix leaves
-    no import unused: once every use of a name of `from torch.cuda.amp import ...`, or of the
-    module bound by `import torch.cuda.amp as amp`, is rewritten, that name (or the whole
-    import) goes with them; one still read otherwise stays.
+    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd` (`--unsafe-fixes`,
+    once the project requires a torch that has them). Every argument keeps its parameter:
+    `torch.cuda.amp.autocast(flag)` becomes `torch.amp.autocast("cuda", enabled=flag)` (the
+    new signature puts `dtype` second), and `GradScaler`'s positional arguments keep their
+    order after the device. A call with `*args` or `**kwargs`, or with an argument the old
+    signature does not take, gets no fix, nor does a file that does not `import torch` (the
+    fix writes `torch.amp`); where that import runs only after a rewritten use (a notebook
+    cell before the one that imports torch), the fix adds the file's own `import torch` at
+    the start of that use's cell, after the cell's own imports, unless a function there
+    binds `torch` itself (then there is no fix). The fix leaves no import unused: once every
+    use of a name of `from torch.cuda.amp import ...`, or of the module bound by `import
+    torch.cuda.amp as amp`, is rewritten, that name (or the whole import) goes with them;
+    one still read otherwise stays.
 
     A project that pins or caps torch below 2.4 (`torch==1.13.1`, `torch<2.4` in every
     requirement it declares) never sees the deprecation, and is not told about it.

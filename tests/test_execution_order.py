@@ -8,6 +8,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper
 
+from torchlint.rule import CELL_BOUNDARY
 from torchlint.semantic import SemanticModel
 from torchlint.semantic.execution_order import bound_within, import_of, with_import_first
 
@@ -84,15 +85,44 @@ def test_with_import_first_leaves_a_fix_whose_name_is_bound_as_it_is():
     assert with_import_first(model, {call: new}, "torch", [call]) == {call: new}
 
 
-def test_with_import_first_imports_the_name_before_the_statement_and_folds_the_changes_in_it():
-    source = "x = 1\nfor i in range(3):\n    y = use(i)\n    z = use(i)\nimport torch as th\n"
+class _Apply(cst.CSTTransformer):
+    def __init__(self, changes) -> None:
+        super().__init__()
+        self.changes = changes
+
+    def on_leave(self, original_node, updated_node):
+        return self.changes.get(original_node, updated_node)
+
+
+def fixed(source: str, rewrites: dict[str, str], name: str) -> str | None:
+    """``source`` with each call ``use(<key>)`` rewritten to its value through
+    ``with_import_first`` (None: no fix)."""
     model = model_of(source)
-    first, second = [c for c in model.calls_in() if isinstance(c.func, cst.Name) and c.func.value == "use"]
-    changes = {first: cst.parse_expression("th.ones(i)"), second: cst.parse_expression("th.zeros(i)")}
-    fixed = with_import_first(model, changes, "th", [first, second])
-    assert list(fixed) == [model.module.body[1]]  # one change: the loop, whole
-    assert model.module.deep_replace(model.module.body[1], fixed[model.module.body[1]]).code == (
-        "x = 1\nimport torch as th\nfor i in range(3):\n    y = th.ones(i)\n    z = th.zeros(i)\nimport torch as th\n"
+    calls = {model.module.code_for_node(c.args[0].value): c for c in model.calls_in() if isinstance(c.func, cst.Name) and c.func.value == "use"}
+    changes = {calls[k]: cst.parse_expression(v) for k, v in rewrites.items()}
+    result = with_import_first(model, changes, name, list(changes))
+    return None if result is None else model.module.visit(_Apply(result)).code
+
+
+def test_with_import_first_folds_the_changes_of_the_statement_it_imports_before():
+    source = "for i in range(3):\n    y = use(i)\n    z = use(i + 1)\nimport torch as th\n"
+    assert fixed(source, {"i": "th.ones(i)", "i + 1": "th.zeros(i)"}, "th") == (
+        "import torch as th\nfor i in range(3):\n    y = th.ones(i)\n    z = th.zeros(i)\nimport torch as th\n"
+    )
+
+
+def test_with_import_first_imports_at_the_start_of_a_script_after_its_docstring_and_future_imports():
+    source = '"""Doc."""\nfrom __future__ import annotations\nx = 1\ny = use(x)\nimport torch\n'
+    assert fixed(source, {"x": "torch.ones(x)"}, "torch") == (
+        '"""Doc."""\nfrom __future__ import annotations\nimport torch\nx = 1\ny = torch.ones(x)\nimport torch\n'
+    )
+
+
+def test_with_import_first_imports_at_the_start_of_the_cell_after_its_masked_lines():
+    boundary, masked = CELL_BOUNDARY, "pass  # __torchlint_masked_line_1__\n"
+    source = f"x = 1\n{boundary}{masked}a = 2\nb = use(a)\n{boundary}import torch\n"
+    assert fixed(source, {"a": "torch.ones(a)"}, "torch") == (
+        f"x = 1\n{boundary}{masked}import torch\na = 2\nb = torch.ones(a)\n{boundary}import torch\n"
     )
 
 

@@ -543,3 +543,18 @@ def test_a_fix_in_a_notebook_uses_only_names_bound_before_it(path, tmp_path):
     if path.stem.endswith("_first") and expected.exists():
         added = set(sources(expected.read_bytes())) - set(sources(data))
         assert not any("import" in s for s in added)  # bound earlier: nothing imported
+
+
+def test_fixes_in_one_cell_that_need_the_same_import_add_it_once():
+    """Each fix imports torch at the start of the cell (after the cell's own imports): they
+    change the same statement, so one is applied per pass and the next finds torch bound."""
+    nb = notebook(
+        code("x = 0.5"),
+        code("from torch import exp, log\n\n# two terms\na = log(1 + x)\nb = exp(x) - 1"),
+        code("import torch\nprint(a, b)"),
+    )
+    result = lint(nb, [rule_by_code("TL605"), rule_by_code("TL606")], fix=True)
+    assert sources(result.fixed_source)[1] == (
+        "from torch import exp, log\nimport torch\n\n# two terms\na = torch.log1p(x)\nb = torch.expm1(x)"
+    )
+    assert _names_undefined_top_to_bottom(result.fixed_source) == set()

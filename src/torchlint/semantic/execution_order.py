@@ -19,9 +19,13 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import libcst as cst
 from libcst.metadata import Assignment, GlobalScope
 
+from torchlint.rule import is_cell_boundary
+
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
 
+# The comment of a line of IPython syntax masked by ``pass`` (notebook.py's ``_MASK``).
+_MASKED = "# __torchlint_masked_line_"
 # Nodes that open a scope of their own: code inside counts from where they are.
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Nodes whose children run one after the other, each to its end.
@@ -96,9 +100,10 @@ def with_import_first(
 ) -> dict | None:
     """A fix's ``changes``, which write ``name`` at the nodes ``written`` (of the original
     tree), made to run: as they are where ``name`` is bound before each of them; otherwise
-    with the file's own import of ``name`` (``import_of``) put just before the top-level
-    statement that holds the first of them (in its cell, in a notebook), the changes inside
-    that statement folded into it (an outer change wins over the ones inside it). None where
+    with the file's own import of ``name`` (``import_of``) put at the start of the notebook
+    cell (of the module, in a script) that holds the first of them (``_cell_start``), the
+    changes inside the statement it goes before folded into it (an outer change wins over
+    the ones inside it). None where
     that cannot be: a function (or class) that holds one of them binds ``name`` itself, or
     no import of the file binds it."""
     written = list(written)
@@ -108,21 +113,54 @@ def with_import_first(
     if any(bound_locally(model, n, name) for n in missing):
         return None
     spelled = import_of(model, name)
-    statement = model.top_statement(min(missing, key=model.start_key))
-    if spelled is None or statement is None:
+    top = model.top_statement(min(missing, key=model.start_key))
+    if spelled is None or top is None:
         return None
+    statement = _cell_start(model, top)
     rest = {}
     inside = {}
     for old, new in changes.items():
         (inside if old is not statement and model.top_statement(old) is statement else rest)[old] = new
     rewritten = rest.pop(statement, statement)
     if isinstance(rewritten, cst.RemovalSentinel):
-        return None
-    nodes = list(rewritten.nodes) if isinstance(rewritten, cst.FlattenSentinel) else [rewritten]
+        nodes = []  # (a statement the fix removes: the import takes its place)
+    else:
+        nodes = list(rewritten.nodes) if isinstance(rewritten, cst.FlattenSentinel) else [rewritten]
     if inside:
         nodes = [n.visit(_Replace(inside)) for n in nodes]
     rest[statement] = cst.FlattenSentinel([cst.parse_statement(spelled + "\n"), *nodes])
     return rest
+
+
+def _cell_start(model: SemanticModel, top: cst.CSTNode) -> cst.CSTNode:
+    """Where an import for the top-level statement ``top`` goes: before the first statement
+    of its notebook cell (of the module, in a script) that is not a masked line of IPython
+    syntax, the module's docstring or an import line (after the cell's own imports), or
+    before ``top`` itself when that comes first. Every fix in a cell that needs the same
+    import then changes the same statement: the engine applies one of them, and the others,
+    linted again, find the name bound."""
+    start = None
+    for index, statement in enumerate(model.module.body):
+        if is_cell_boundary(statement):
+            start = None
+            continue
+        if start is None and not _preamble(statement, index):
+            start = statement
+        if statement is top:
+            return start if start is not None else top
+    return top
+
+
+def _preamble(statement: cst.CSTNode, index: int) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    comment = statement.trailing_whitespace.comment
+    if comment is not None and comment.value.startswith(_MASKED) and isinstance(statement.body[0], cst.Pass):
+        return True
+    first = statement.body[0]
+    if index == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    return all(isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body)
 
 
 def _runs_before(model: SemanticModel, assignment: Assignment, node: cst.CSTNode) -> bool:
