@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.execution_order import bound_within
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import OPTIMIZER_NAME, code, last_name, optimizer_of_step
 
@@ -63,7 +64,8 @@ class MissingZeroGrad(TorchRule):
     `opt_g`), the fix is unsafe; otherwise there is none, since `x.zero_grad()` on an object
     of unknown type may not exist or mean something else. A clear that runs only every N
     iterations has no fix: whether to clear every iteration or to step every N is the
-    author's choice.
+    author's choice. Nor does an optimizer bound in the iteration itself (a new one in each
+    iteration): at the start of the first iteration its name is not bound yet.
 
     ## References
     - [`torch.optim.Optimizer.zero_grad`](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
@@ -176,6 +178,9 @@ class MissingZeroGrad(TorchRule):
             if len(body.body) == 1:
                 return None
             first = body.body[1]
+        root = _root_name(optimizer)
+        if root is None or bound_within(self.semantic, step, root, body):
+            return None  # bound in the iteration, before the step: it does not exist yet at its start
         return Fix(f"{message} at the start of the iteration", {first: cst.FlattenSentinel([clear, first])}, applicability)
 
     def _statement_under_condition(self, step: cst.Call, body_owner: cst.CSTNode) -> cst.SimpleStatementLine | None:
@@ -209,3 +214,10 @@ def _related(a: str, b: str) -> bool:
     """Whether modules written ``a`` and ``b`` share parameters: the same, or one inside the
     other (``model`` and ``model.head``)."""
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _root_name(expr: cst.BaseExpression) -> str | None:
+    """The name an expression starts from (``self`` of ``self.opt``); None if none."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return expr.value if isinstance(expr, cst.Name) else None

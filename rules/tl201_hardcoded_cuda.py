@@ -8,6 +8,7 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.semantic.devices import DEVICE_NAME, DEVICE_TYPE_CALLS, cuda_index, cuda_string
 from torchlint.torch_rule import TorchRule
 
@@ -118,16 +119,17 @@ class HardcodedCuda(TorchRule):
     accelerator's availability), directly or through a name bound to such a test, with a
     CUDA branch, means "the GPU when there is one" and is reused. Otherwise it defines
     `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` once, after the
-    imports, as a change of its own beside the call; where that definition would not be
-    seen (another binding of `device`), it writes the conditional expression in place.
-    Its code uses only names bound before it as the program runs (a notebook's cells top to
-    bottom): where no module-level import binds `torch` before the top-level statement that
-    holds the call (a cell before the one that imports torch, or a function defined there),
-    it writes the conditional expression and imports torch just before that statement, in
-    the same cell; the device definition goes only after the import of torch.
-    In `forward` of an `nn.Module` it uses only a device known there (a parameter,
-    `self.device`), never a global one: the caller places the module. `torch.device("cuda:0")`
-    and a device variable set to `"cuda"` keep their string and fall back to `"cpu"`.
+    imports, as a change of its own beside the call; where that definition would not be seen
+    (another binding of `device`), it writes the conditional expression in place. Its code
+    uses only names bound before it as the program runs (a notebook's cells top to bottom):
+    where no module-level import binds `torch` before the top-level statement that holds the
+    call (a cell before the one that imports torch, or a function defined there), it writes
+    the conditional expression and imports torch at the start of that cell, after the cell's
+    own imports (in a script, after its imports); the device definition goes only after the
+    import of torch. In `forward` of an `nn.Module` it uses only a device known there (a
+    parameter, `self.device`), never a global one: the caller places the module.
+    `torch.device("cuda:0")` and a device variable set to `"cuda"` keep their string and
+    fall back to `"cpu"`.
 
     The fix is safe when the device it uses is one it defines or one every binding of which
     is CUDA or such an availability choice: on a GPU machine the code runs where it ran before (`"cuda"` and `.cuda()`
@@ -257,7 +259,7 @@ class HardcodedCuda(TorchRule):
                     args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
                 unsafe = index is not None or applicability is Applicability.UNSAFE
-                fix = Fix(f"Use `.to({expression})`", self._changes(node, {node: new}, changes), Applicability.UNSAFE if unsafe else Applicability.SAFE)
+                fix = _fix(f"Use `.to({expression})`", self._changes(node, {node: new}, changes), Applicability.UNSAFE if unsafe else Applicability.SAFE)
         self.report(func.attr, self.message.format(what=what), fix=fix)
 
     def _report_string(self, string: cst.SimpleString, call: cst.Call) -> None:
@@ -269,7 +271,7 @@ class HardcodedCuda(TorchRule):
             if device is not None:
                 expression, changes, applicability = device
                 unsafe = index is not None or applicability is Applicability.UNSAFE
-                fix = Fix(
+                fix = _fix(
                     f"Use `{expression}`",
                     self._changes(call, {string: cst.parse_expression(expression)}, changes),
                     Applicability.UNSAFE if unsafe else Applicability.SAFE,
@@ -308,14 +310,11 @@ class HardcodedCuda(TorchRule):
         if torch is None or devices.in_module_forward(node):
             return None  # in `forward`, the device is where the caller put the module
         if not devices.can_define_device(node):
-            changes: dict = {}
-            if not self._torch_bound_before(node, torch):
-                # A notebook cell (or a script) before the one that imports torch: the fix
-                # imports it itself, just before the statement, where nothing shadows it.
-                statement = self._top_statement(node)
-                if statement is None or self._bound_in_a_function(node, torch):
-                    return None
-                changes[_IMPORT_FIRST] = statement
+            # A notebook cell (or a script) before the one that imports torch: the fix
+            # imports it itself, at the start of that cell, where nothing shadows it.
+            changes = {} if self.semantic.bound_before(node, torch) else {_IMPORT_FIRST: node}
+            if changes and (self.semantic.top_statement(node) is None or self.semantic.bound_locally(node, torch)):
+                return None
             return self._choice(torch), changes, Applicability.SAFE
         anchor = devices.definition_anchor()
         definition = cst.parse_statement(f"device = {torch}.device({self._choice(torch)})\n")
@@ -350,11 +349,11 @@ class HardcodedCuda(TorchRule):
         index = next((i for i, s in enumerate(body) if s is statement), None)
         return body[index + 1] if index is not None and index + 1 < len(body) else None
 
-    def _changes(self, node: cst.CSTNode, local: dict, changes: dict) -> dict:
+    def _changes(self, node: cst.CSTNode, local: dict, changes: dict) -> dict | None:
         """The changes of a fix: ``local`` (the rewrite at ``node``) and ``changes`` (the
         device definition); with ``_IMPORT_FIRST``, the statement holding ``node`` rewritten
-        and preceded by the import of torch, as one change (an outer change wins over the
-        ones inside it)."""
+        and preceded by the file's import of torch (``execution_order.with_import_first``); with
+        ``_BLANK_LINES_BEFORE``, the definition after the device line given two blank lines."""
         following = changes.pop(_BLANK_LINES_BEFORE, None)
         if following is not None:
             # The definition that follows the device line: its own changes, if any, go into it.
@@ -365,35 +364,9 @@ class HardcodedCuda(TorchRule):
             lines = [cst.EmptyLine()] * (2 - _blank_lines_before(following)) + list(following.leading_lines)
             local = {old: new for old, new in local.items() if old not in inside}
             changes = {**changes, following: rewritten.with_changes(leading_lines=lines)}
-        statement = changes.get(_IMPORT_FIRST)
-        if statement is None:
+        if _IMPORT_FIRST not in changes:
             return {**local, **changes}
-        rewritten = statement
-        for old, new in local.items():
-            rewritten = rewritten.deep_replace(old, new)
-        torch = self.semantic.torch_alias
-        spelled = "import torch\n" if torch == "torch" else f"import torch as {torch}\n"
-        return {statement: cst.FlattenSentinel([cst.parse_statement(spelled), rewritten])}
-
-    def _torch_bound_before(self, node: cst.CSTNode, torch: str) -> bool:
-        """Whether a module-level import binds ``torch`` before the top-level statement that
-        holds ``node``: in a notebook run top to bottom, and in a script, the name exists
-        there (code in a function counts from the function's definition: it may run as
-        soon as it is defined)."""
-        statement = self._top_statement(node)
-        if statement is None:
-            return False
-        start = self.semantic.start_key(statement)
-        return any(self.semantic.start_key(b) < start for b in self.semantic.devices._bindings(node, torch, local=False))
-
-    def _bound_in_a_function(self, node: cst.CSTNode, torch: str) -> bool:
-        return bool(self.semantic.devices._bindings(node, torch, local=True))
-
-    def _top_statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
-        for ancestor in self.semantic.ancestors(node):
-            if isinstance(self.semantic.parent(ancestor), cst.Module) and isinstance(ancestor, cst.BaseStatement):
-                return ancestor
-        return None
+        return with_import_first(self.semantic, local, self.semantic.torch_alias, [changes[_IMPORT_FIRST]])
 
     def _fall_back_to_cpu(self, string: cst.SimpleString) -> Fix | None:
         torch = self.semantic.torch_alias
@@ -401,13 +374,13 @@ class HardcodedCuda(TorchRule):
             return None
         q = self._quote
         guarded = cst.parse_expression(f"{self._code(string)} if {torch}.cuda.is_available() else {q}cpu{q}")
-        return Fix("Fall back to the CPU when CUDA is unavailable", {string: guarded})
+        return _fix("Fall back to the CPU when CUDA is unavailable", with_import_first(self.semantic, {string: guarded}, torch, [string]))
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
 
 
-# A key of a device's changes (``_device``): the statement before which torch is imported.
+# A key of a device's changes (``_device``): torch is not bound before the node it maps to.
 _IMPORT_FIRST = object()
 # Another: the top-level definition after the device line, which needs two blank lines before it.
 _BLANK_LINES_BEFORE = object()
@@ -423,6 +396,10 @@ def _blank_lines_before(statement: cst.FunctionDef | cst.ClassDef) -> int:
             break
         count += 1
     return count
+
+
+def _fix(message: str, changes: dict | None, applicability: Applicability = Applicability.SAFE) -> Fix | None:
+    return Fix(message, changes, applicability) if changes is not None else None
 
 
 def _compared(parent: cst.CSTNode | None, node: cst.CSTNode) -> bool:

@@ -1,6 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import STAR_IMPORT, Applicability, Fix
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.semantic.forward import called_module
 from torchlint.torch_rule import TorchRule
 
@@ -58,17 +59,20 @@ class InferenceWithGrad(TorchRule):
     The fix decorates an evaluation function with `@torch.no_grad()` (innermost, next to
     `def`), or wraps an evaluation loop or inference statements in `with torch.no_grad():`,
     using the file's own name for it (`th.no_grad()` after `import torch as th`) and adding
-    `import torch` where the file has none. It is safe: evaluation code that computes
-    gradients (a backward pass or `torch.autograd.grad` there) is never reported, so only
-    the recorded graphs go. The decorator turns gradients off for the whole function, so it
-    is offered only where every forward pass there is inference; beside one whose output may
-    be backpropagated, the inference statements are wrapped instead. Where an inference
-    output is returned, what the callers do with it is read where the fix cannot see every
-    reader (another file, a method's callers): the fix is then unsafe. A decorator on an
-    `async def` does not cover the coroutine's body (and does not count as turning gradients
-    off there): the statements that run the model are wrapped instead, and there is no fix
-    where they `await`, since grad mode is per thread and other coroutines would run with it
-    off.
+    `import torch` where the file has none; where the file's name for it is bound only after
+    the code it wraps (a notebook cell before the one that imports torch), the fix adds the
+    file's own import of that name at the start of that cell, after the cell's own imports,
+    unless a function there binds the name itself (then there is no fix). It is safe:
+    evaluation code that computes gradients (a backward pass or `torch.autograd.grad` there)
+    is never reported, so only the recorded graphs go. The decorator turns gradients off for
+    the whole function, so it is offered only where every forward pass there is inference;
+    beside one whose output may be backpropagated, the inference statements are wrapped
+    instead. Where an inference output is returned, what the callers do with it is read
+    where the fix cannot see every reader (another file, a method's callers): the fix is
+    then unsafe. A decorator on an `async def` does not cover the coroutine's body (and does
+    not count as turning gradients off there): the statements that run the model are wrapped
+    instead, and there is no fix where they `await`, since grad mode is per thread and other
+    coroutines would run with it off.
 
     ## References
     - [`torch.no_grad`](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -110,7 +114,14 @@ class InferenceWithGrad(TorchRule):
                     return None  # grad mode is per thread: other coroutines would run with it off
                 changes.setdefault(statement, _wrapped(statement, no_grad))
             message = f"Wrap in `with {no_grad}:`"
-        if needs_import:
+        if not needs_import:
+            # The file's name for it must exist where the decorator or `with` runs (a
+            # notebook's cell before the one that imports torch: the import is added there).
+            name = no_grad.split(".")[0].split("(")[0]
+            changes = with_import_first(self.semantic, changes, name, list(changes))
+            if changes is None:
+                return None
+        else:
             first = evaluation.import_insertion()
             if first is None or first in changes:
                 return None

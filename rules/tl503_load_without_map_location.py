@@ -67,6 +67,10 @@ class LoadWithoutMapLocation(TorchRule):
       is in scope, else `map_location="cpu"`, and is unsafe either way: tensors that the code
       uses directly then live on another device than before (a file saved from the CPU goes
       to the GPU; one saved from the GPU stays on the CPU).
+    A device variable is written only where it is bound when the call runs as the file's own
+    code reads it: before the call at module level (in a notebook, in an earlier cell or
+    earlier in the same one), or at module level for a call inside a function, which runs
+    when it is called.
 
     ## References
     - [`torch.load`](https://pytorch.org/docs/stable/generated/torch.load.html)

@@ -1,6 +1,7 @@
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import dotted
 
@@ -52,19 +53,22 @@ class NumpyInLoss(TorchRule):
 
     ## Fix safety
     When the NumPy computation sits whole in one expression and every NumPy call in it has a
-    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` →
-    `dim=`, ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls,
-    `.numpy()`, `.detach()`, `.cpu()` and `.data` on the path are removed, and a
-    `torch.tensor(..., requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()`
-    re-wrap is dropped. That expression is the loss's own, or the single `return` of the
-    same-file helper function or loss class `forward` that computes it (the fix is written
-    there, where the NumPy code lives; for a helper function, only when every call of it in
-    the file computes a loss that a backward pass runs on, so no caller passing arrays
-    breaks). It is offered only where the file imports `torch`. It is unsafe: NumPy and torch
-    differ in dtype promotion (float64 there, the model's dtype here) and in some defaults
-    (`np.std` is the population deviation, `torch.std` the sample one), so the numbers can
-    change. Otherwise (a NumPy call with no equivalent, NumPy spread over several statements)
-    it reports only.
+    torch equivalent (`np.mean` → `torch.mean`, `np.clip` → `torch.clamp`, `axis=` → `dim=`,
+    ...), the fix rewrites it in torch: the `np.` calls become `torch.` calls, `.numpy()`,
+    `.detach()`, `.cpu()` and `.data` on the path are removed, and a `torch.tensor(...,
+    requires_grad=True)`, `torch.from_numpy(...)` or `.requires_grad_()` re-wrap is dropped.
+    That expression is the loss's own, or the single `return` of the same-file helper
+    function or loss class `forward` that computes it (the fix is written there, where the
+    NumPy code lives; for a helper function, only when every call of it in the file computes
+    a loss that a backward pass runs on, so no caller passing arrays breaks). It is offered
+    only where the file imports `torch`; where that import runs only after the rewritten
+    code (a notebook cell before the one that imports torch), the fix adds the file's own
+    `import torch` at the start of that cell, after the cell's own imports, unless a
+    function there binds `torch` itself (then there is no fix). It is unsafe: NumPy and
+    torch differ in dtype promotion (float64 there, the model's dtype here) and in some
+    defaults (`np.std` is the population deviation, `torch.std` the sample one), so the
+    numbers can change. Otherwise (a NumPy call with no equivalent, NumPy spread over
+    several statements) it reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
@@ -172,7 +176,10 @@ class NumpyInLoss(TorchRule):
         new = expr.visit(rewriter)
         if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(expr) if isinstance(n, cst.Name) and self._is_read(n)):
             return None
-        return Fix(message, {expr: new}, Applicability.UNSAFE)
+        changes = {expr: new}
+        if rewriter.wrote_torch:  # torch must exist where the expression runs (a notebook's cell before its import)
+            changes = with_import_first(self.semantic, changes, self.semantic.torch_alias, [expr])
+        return Fix(message, changes, Applicability.UNSAFE) if changes is not None else None
 
     def _has_numpy(self, expr: cst.BaseExpression) -> bool:
         return any(
@@ -210,6 +217,7 @@ class _ToTorch(cst.CSTTransformer):
         self.semantic = semantic
         self.torch = torch
         self.unmapped = False
+        self.wrote_torch = False  # whether a `torch.` call was written
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if original_node.attr.value == "data":
@@ -235,6 +243,7 @@ class _ToTorch(cst.CSTTransformer):
                 a.with_changes(keyword=cst.Name(KEYWORDS[a.keyword.value])) if a.keyword is not None else a
                 for a in updated_node.args
             ]
+            self.wrote_torch = True
             return updated_node.with_changes(func=cst.parse_expression(f"{self.torch}.{TORCH_EQUIVALENT[name]}"), args=args)
         if (qname in WRAPPERS or (isinstance(func, cst.Name) and func.value == "Variable")) and updated_node.args:
             rest = updated_node.args[1:]

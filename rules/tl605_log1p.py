@@ -3,6 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import calls_one_of, is_one, single_argument, torch_function
 
@@ -38,7 +39,11 @@ class Log1p(TorchRule):
     ## Fix safety
     The fix writes `torch.log1p(x)` and is unsafe: it computes the same function, but its
     results differ from the old ones in the last bits (they are more accurate), which can
-    change a test's expected values or a bit-for-bit reproduction.
+    change a test's expected values or a bit-for-bit reproduction. Where the name it writes
+    (`torch`, or the file's alias) is bound only after that code runs (a notebook cell
+    before the one that imports torch), the fix adds the file's own import of it at the
+    start of that cell, after the cell's own imports, and offers nothing where a function
+    there binds that name itself.
 
     ## References
     - [`torch.log1p`](https://pytorch.org/docs/stable/generated/torch.log1p.html)
@@ -75,7 +80,8 @@ class Log1p(TorchRule):
         func = torch_function(self.semantic, node.func, "log1p")
         if func is not None:
             new = node.with_changes(func=func, args=[cst.Arg(x.with_changes(lpar=[], rpar=[]) if _bare(x) else x)])
-            fix = Fix("Use `torch.log1p`", {node: new}, Applicability.UNSAFE)
+            changes = with_import_first(self.semantic, {node: new}, func.value.value, [node])
+            fix = Fix("Use `torch.log1p`", changes, Applicability.UNSAFE) if changes is not None else None
         self.report(node, fix=fix)
 
 

@@ -3,6 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import calls_one_of, is_one, single_argument, torch_function
 
@@ -34,7 +35,11 @@ class Expm1(TorchRule):
     ## Fix safety
     The fix writes `torch.expm1(x)` and is unsafe: it computes the same function, but its
     results differ from the old ones in the last bits (they are more accurate), which can
-    change a test's expected values or a bit-for-bit reproduction.
+    change a test's expected values or a bit-for-bit reproduction. Where the name it writes
+    (`torch`, or the file's alias) is bound only after that code runs (a notebook cell
+    before the one that imports torch), the fix adds the file's own import of it at the
+    start of that cell, after the cell's own imports, and offers nothing where a function
+    there binds that name itself.
 
     ## References
     - [`torch.expm1`](https://pytorch.org/docs/stable/generated/torch.expm1.html)
@@ -62,7 +67,8 @@ class Expm1(TorchRule):
         func = torch_function(self.semantic, call.func, "expm1")
         if func is not None:
             new = call.with_changes(func=func, lpar=node.lpar, rpar=node.rpar)
-            fix = Fix("Use `torch.expm1`", {node: new}, Applicability.UNSAFE)
+            changes = with_import_first(self.semantic, {node: new}, func.value.value, [node])
+            fix = Fix("Use `torch.expm1`", changes, Applicability.UNSAFE) if changes is not None else None
         self.report(node, fix=fix)
 
 

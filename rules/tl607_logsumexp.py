@@ -3,6 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import calls_one_of, keyword, positional, single_argument, torch_function
 
@@ -40,7 +41,11 @@ class Logsumexp(TorchRule):
     The fix writes `torch.logsumexp(x, dim[, keepdim])` and is unsafe: where the old
     expression was finite the results differ only in the last bits, but where it overflowed
     they now are finite, which changes results (for the better) and a test's expected
-    values. A sum given `dtype=` or `out=` gets no fix.
+    values. A sum given `dtype=` or `out=` gets no fix. Where the name it writes (`torch`,
+    or the file's alias) is bound only after that code runs (a notebook cell before the one
+    that imports torch), the fix adds the file's own import of it at the start of that cell,
+    after the cell's own imports, and offers nothing where a function there binds that name
+    itself.
 
     ## References
     - [`torch.logsumexp`](https://pytorch.org/docs/stable/generated/torch.logsumexp.html)
@@ -89,5 +94,6 @@ class Logsumexp(TorchRule):
         if new_func is not None and all(a.keyword is None or a.keyword.value in ("dim", "keepdim") for a in rest) and len(given) <= 2:
             last = cst.Arg(x, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if rest else cst.MaybeSentinel.DEFAULT)
             args = [last, *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(rest) - 1 else a for i, a in enumerate(rest)]]
-            fix = Fix("Use `torch.logsumexp`", {node: node.with_changes(func=new_func, args=args)}, Applicability.UNSAFE)
+            changes = with_import_first(self.semantic, {node: node.with_changes(func=new_func, args=args)}, new_func.value.value, [node])
+            fix = Fix("Use `torch.logsumexp`", changes, Applicability.UNSAFE) if changes is not None else None
         self.report(node, fix=fix)

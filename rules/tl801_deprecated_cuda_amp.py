@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import torch_api
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.migration import drop_aliases, from_import
 
@@ -64,16 +65,19 @@ class DeprecatedCudaAmp(TorchRule):
     with torch 2.3 and `torch.amp.custom_fwd(device_type=...)` with 2.4: on an older torch
     the fixed code fails with an `AttributeError` or a `TypeError`, and the fix cannot know
     which versions a project supports. So the fix is safe for `autocast` (in `torch.amp`
-    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd`
-    (`--unsafe-fixes`, once the project requires a torch that has them). Every argument
-    keeps its parameter: `torch.cuda.amp.autocast(flag)` becomes
-    `torch.amp.autocast("cuda", enabled=flag)` (the new signature puts `dtype` second), and
-    `GradScaler`'s positional arguments keep their order after the device. A call with
-    `*args` or `**kwargs`, or with an argument the old signature does not take, gets no fix,
-    nor does a file that does not `import torch` (the fix writes `torch.amp`). The fix leaves
-    no import unused: once every use of a name of `from torch.cuda.amp import ...`, or of the
-    module bound by `import torch.cuda.amp as amp`, is rewritten, that name (or the whole
-    import) goes with them; one still read otherwise stays.
+    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd` (`--unsafe-fixes`,
+    once the project requires a torch that has them). Every argument keeps its parameter:
+    `torch.cuda.amp.autocast(flag)` becomes `torch.amp.autocast("cuda", enabled=flag)` (the
+    new signature puts `dtype` second), and `GradScaler`'s positional arguments keep their
+    order after the device. A call with `*args` or `**kwargs`, or with an argument the old
+    signature does not take, gets no fix, nor does a file that does not `import torch` (the
+    fix writes `torch.amp`); where that import runs only after a rewritten use (a notebook
+    cell before the one that imports torch), the fix adds the file's own `import torch` at
+    the start of that use's cell, after the cell's own imports, unless a function there
+    binds `torch` itself (then there is no fix). The fix leaves no import unused: once every
+    use of a name of `from torch.cuda.amp import ...`, or of the module bound by `import
+    torch.cuda.amp as amp`, is rewritten, that name (or the whole import) goes with them;
+    one still read otherwise stays.
 
     A project that pins or caps torch below 2.4 (`torch==1.13.1`, `torch<2.4` in every
     requirement it declares) never sees the deprecation, and is not told about it.
@@ -116,7 +120,7 @@ class DeprecatedCudaAmp(TorchRule):
         rewrite = self._rewrite(used)
         if rewrite is None:
             return None
-        names, changes = {rewrite[0]}, dict([rewrite[1:]])
+        names, changes, written = {rewrite[0]}, dict([rewrite[1:]]), [rewrite[1]]
         # `from torch.cuda.amp import GradScaler`: the name is the use; `import torch.cuda.amp
         # as amp`: the name is the use's root, `amp.GradScaler`.
         module = isinstance(used, cst.Attribute) and isinstance(used.value, cst.Name)
@@ -129,7 +133,13 @@ class DeprecatedCudaAmp(TorchRule):
                 for other in others:
                     names.add(other[0])
                     changes[other[1]] = other[2]
+                    written.append(other[1])
                 changes.update(drop_aliases(self.semantic, imported.statement, [imported.alias]))
+        # `torch` must exist where each rewritten use runs (a notebook's cell before the one
+        # that imports torch: the import is added there).
+        changes = with_import_first(self.semantic, changes, self.semantic.torch_alias, written)
+        if changes is None:
+            return None
         needed = max(names, key=lambda n: torch_api.version(ADDED_IN[n]))
         shown = " and ".join(f"`torch.amp.{n}`" for n in sorted(names))
         if torch_api.available(ADDED_IN[needed], self.semantic.oldest_torch):

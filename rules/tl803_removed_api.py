@@ -51,6 +51,9 @@ class RemovedApi(ApiSymbolRule):
     A name bound in both branches of `try: ... except ImportError:` or `AttributeError`,
     uses under a torch-version check or `hasattr`, and a fallback beside its replacement are
     left alone: they support older versions.
+    The fix writes no name the use does not already read: the new path starts from the name
+    the old one spells (`torch`, or the file's alias), so it runs wherever the old code ran,
+    in a notebook's cell order too.
 
     ## References
     - [torch.linalg](https://pytorch.org/docs/stable/linalg.html)

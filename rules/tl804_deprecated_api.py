@@ -65,6 +65,9 @@ class DeprecatedApi(ApiSymbolRule):
     `torch.func`: 2.0, ...); unknown, it is unsafe. A name bound in both branches of
     `try: ... except ImportError:`, uses under a torch-version check or `hasattr`, and a
     fallback beside its replacement are left alone.
+    The fix writes no name the use does not already read: the new path starts from the name
+    the old one spells (`torch`, or the file's alias), so it runs wherever the old code ran,
+    in a notebook's cell order too.
 
     ## References
     - [torch.linalg](https://pytorch.org/docs/stable/linalg.html)

@@ -40,6 +40,9 @@ class NonPublicApi(ApiSymbolRule):
     import would be left unused. The fix is safe when the oldest torch the project supports
     (`target-torch`, or the requirement on torch it declares) is 1.11 or later, where the
     public names appeared; unknown, it is unsafe.
+    The fix writes no name the use does not already read: the new path starts from the name
+    the old one spells (`torch`, or the file's alias), so it runs wherever the old code ran,
+    in a notebook's cell order too.
 
     ## References
     - [torch.utils.data](https://pytorch.org/docs/stable/data.html#torch.utils.data.default_collate)

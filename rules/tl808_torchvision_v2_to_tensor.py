@@ -2,6 +2,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from torchlint.rule import Applicability, Fix
+from torchlint.semantic.execution_order import with_import_first
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import callee_names
 
@@ -41,8 +42,12 @@ class TorchvisionV2ToTensor(TorchRule):
     float precision for 8-bit images, it is a `tv_tensors.Image` rather than a plain tensor
     (which changes what later v2 transforms and `isinstance` checks see), and inputs that
     `ToTensor` passed through unscaled (16- or 32-bit integer images, float arrays) are now
-    scaled and converted to float32; the new transforms need torchvision 0.16. A use
-    through a bare imported name, or in a file that does not `import torch`, gets no fix.
+    scaled and converted to float32; the new transforms need torchvision 0.16. A use through
+    a bare imported name, or in a file that does not `import torch`, gets no fix. Where the
+    name it writes (`torch`, or the file's alias) is bound only after that code runs (a
+    notebook cell before the one that imports torch), the fix adds the file's own import of
+    it at the start of that cell, after the cell's own imports, and offers nothing where a
+    function there binds that name itself.
 
     ## References
     - [Transforming images: getting started with v2](https://pytorch.org/vision/stable/transforms.html#v1-or-v2-which-one-should-i-use)
@@ -102,6 +107,9 @@ class TorchvisionV2ToTensor(TorchRule):
         else:
             compose = cst.parse_expression(f"{v2}.Compose([{v2}.ToImage(), {v2}.ToDtype({torch}.float32, scale=True)])")
             changes = {call: compose}
+        changes = with_import_first(self.semantic, changes, torch, [call])  # (`v2` is read there already)
+        if changes is None:
+            return None
         return Fix("Use `v2.ToImage()` and `v2.ToDtype(torch.float32, scale=True)`", changes, Applicability.UNSAFE)
 
     def _in_compose_list(self, element: cst.Element) -> bool:

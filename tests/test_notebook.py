@@ -503,3 +503,59 @@ def test_a_fix_in_a_cell_before_the_torch_import_imports_torch_itself():
     assert safe_only == result.fixed_source  # every one of those fixes is safe
     again = lint(result.fixed_source, [rule_by_code("TL201")], fix=True)
     assert where(again) == [] and again.fixed_source == result.fixed_source
+
+
+# --- fixes use only names bound when their cell runs -----------------------------------------
+# `<rule>_torch_imported_late.ipynb`: the fix's code runs in a cell before the one that binds
+# the name it writes; its `.fixed.ipynb` imports the name in that cell (no `.fixed.ipynb`: no
+# fix is offered). `<rule>_torch_imported_first.ipynb`: the look-alike where the name is
+# bound earlier, fixed as usual (nothing imported).
+ORDER_FIXTURES = sorted(p for p in NOTEBOOKS.glob("tl[0-9][0-9][0-9]_*.ipynb") if not p.name.endswith(".fixed.ipynb"))
+
+
+def test_the_execution_order_fixtures_are_there():
+    names = {p.name for p in ORDER_FIXTURES}
+    for code in ("tl601", "tl402", "tl801"):
+        assert {f"{code}_torch_imported_late.ipynb", f"{code}_torch_imported_first.ipynb"} <= names
+
+
+@pytest.mark.parametrize("path", ORDER_FIXTURES, ids=lambda p: p.stem)
+def test_a_fix_in_a_notebook_uses_only_names_bound_before_it(path, tmp_path):
+    """`--fix --unsafe-fixes` with only the fixture's rule selected gives its `.fixed.ipynb`
+    (or leaves it as it was, with the finding reported without a fix), and the fixed
+    notebook, run top to bottom, names nothing undefined."""
+    code = path.name[:5].upper()
+    data = path.read_bytes()
+    findings = lint(data, [rule_by_code(code)]).findings
+    assert findings, "the fixture must show the rule's finding"
+    target = tmp_path / path.name
+    target.write_bytes(data)
+    run = CliRunner().invoke(main, ["--fix", "--unsafe-fixes", "--no-cache", "--select", code, str(target)], catch_exceptions=False)
+    assert run.exit_code in (0, 1), run.output
+    expected = path.with_name(path.stem + ".fixed.ipynb")
+    if expected.exists():
+        assert target.read_bytes() == expected.read_bytes()
+        assert _names_undefined_top_to_bottom(target.read_bytes()) == set()
+        again = lint(target.read_bytes(), [rule_by_code(code)], fix=True)
+        assert again.fixed_source == target.read_bytes()  # the fixed notebook is a fixed point
+    else:
+        assert target.read_bytes() == data
+        assert all(f.fix is None for f in findings)
+    if path.stem.endswith("_first") and expected.exists():
+        added = set(sources(expected.read_bytes())) - set(sources(data))
+        assert not any("import" in s for s in added)  # bound earlier: nothing imported
+
+
+def test_fixes_in_one_cell_that_need_the_same_import_add_it_once():
+    """Each fix imports torch at the start of the cell (after the cell's own imports): they
+    change the same statement, so one is applied per pass and the next finds torch bound."""
+    nb = notebook(
+        code("x = 0.5"),
+        code("from torch import exp, log\n\n# two terms\na = log(1 + x)\nb = exp(x) - 1"),
+        code("import torch\nprint(a, b)"),
+    )
+    result = lint(nb, [rule_by_code("TL605"), rule_by_code("TL606")], fix=True)
+    assert sources(result.fixed_source)[1] == (
+        "from torch import exp, log\nimport torch\n\n# two terms\na = torch.log1p(x)\nb = torch.expm1(x)"
+    )
+    assert _names_undefined_top_to_bottom(result.fixed_source) == set()

@@ -7,6 +7,7 @@ share about them, each in the module named for it:
 - ``forward.py``, ``modes.py``, ``evaluation.py``: forward passes, train/eval modes and the
   layers they change, evaluation scopes;
 - ``devices.py``: device choices; ``frameworks.py``: another framework's modules;
+- ``execution_order.py``: whether a name is bound where a fix writes it (notebooks in cell order);
 - ``summary.py``, ``index.py``, ``view.py``: the project index (one file's summary, the
   index of the project's summaries, what one file's lint sees of it);
 - ``torch_api.py``, ``supported_torch.py``, ``migration.py``, ``references.py``: the torch
@@ -21,8 +22,11 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import libcst as cst
+
 from torchlint.semantic.devices import DeviceFacts
 from torchlint.semantic.evaluation import EvaluationFacts
+from torchlint.semantic.execution_order import bound_before, bound_locally
 from torchlint.semantic.frameworks import other_framework
 from torchlint.semantic.gradflow import GradientFlow
 from torchlint.semantic.model import (
@@ -69,3 +73,13 @@ class SemanticModel(FileModel):
         """The other deep-learning framework the file is written for (``"mxnet"``), with
         nothing of PyTorch's imported; None otherwise (``frameworks.other_framework``)."""
         return other_framework(self.imported_modules)
+
+    def bound_before(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether ``name`` is bound before ``node`` runs, in execution order: a notebook's
+        cells top to bottom, a script's statements, code in a function from its definition
+        (``execution_order``)."""
+        return bound_before(self, node, name)
+
+    def bound_locally(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether a function (or class body) that holds ``node`` binds ``name`` itself."""
+        return bound_locally(self, node, name)
