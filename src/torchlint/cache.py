@@ -1,11 +1,13 @@
 """A content-keyed result cache, as ruff keeps one: a file whose bytes, rule selection and
-torchlint version are unchanged is not linted again. Kept in ``.torchlint_cache`` next to the
+torchlint code are unchanged is not linted again. Kept in ``.torchlint_cache`` next to the
 configuration (or in the current directory)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -22,6 +24,28 @@ def sha256(data: bytes = b""):
     return hashlib.sha256(data)
 
 
+@lru_cache(maxsize=None)
+def code_version() -> str:
+    """torchlint's version, and for code run from a source tree (an editable install, changed
+    in place under an unchanged version number) a digest of its own Python files, the
+    package's and the rules': a result or a summary that older code wrote is never read. An
+    installed release is its version (no files read)."""
+    package = Path(torchlint.__file__).parent
+    if {"site-packages", "dist-packages"} & set(package.parts):
+        return torchlint.__version__
+    digest = sha256(torchlint.__version__.encode())
+    folders = [package]
+    spec = importlib.util.find_spec("torchlint.rules")  # (found, not imported: the rules sit above)
+    folders += [Path(p) for p in (spec.submodule_search_locations or ())] if spec is not None else []
+    for folder in dict.fromkeys(folders):
+        for path in sorted(folder.rglob("*.py")):
+            try:
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+            except OSError:
+                continue
+    return digest.hexdigest()[:16]
+
+
 @dataclass
 class Entry:
     """A file's findings, and what its lint asked of the rest of the project with the answers
@@ -35,7 +59,7 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
     """The key of a file's findings; ``depends`` names what else they depend on, as far as it
     is known before linting."""
     digest = sha256()
-    digest.update(f"{torchlint.__version__}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
+    digest.update(f"{code_version()}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
     digest.update(source)
     return digest.hexdigest()
 
@@ -43,7 +67,7 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
 def summary_key(source: bytes, suffix: str) -> str:
     """The key of a file's project-index summary: its content (and kind) alone."""
     digest = sha256()
-    digest.update(f"{torchlint.__version__}|summary|{suffix}|".encode())
+    digest.update(f"{code_version()}|summary|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 
