@@ -24,14 +24,18 @@ class LossKeptWithGraph(TorchRule):
     Finds a loss tensor kept across iterations of a loop: appended to a list
     (`losses.append(loss)`), accumulated (`total += loss`, `total = total + loss`), or stored
     in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`,
-    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`). Also
+    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`), or
+    kept under a name in a branch of the loop and read outside that branch (`if loss_value
+    < best: best_loss = loss`, compared in later iterations). Also
     finds a model's output kept across the iterations of a training loop
     (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
     not gathered for a loss).
 
     A loss is what a backward pass in the same function runs on, a term summed into it, or
     the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
-    `float(loss)` and `.data`; containers and totals re-created in every iteration; summing
+    `float(loss)` and `.data`; containers and totals re-created in every iteration (a reset
+    under a condition, `if step % 100 == 0: running = 0`, still lets the total keep the
+    graphs of the iterations in between, and is reported); summing
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
     `torch.stack(losses).sum().backward()`); losses computed or stored under
     `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which

@@ -1016,3 +1016,5 @@ _MODULE_ONLY_USES = frozenset(
      "named_buffers"}
 )
 _MODULE_LIKE_USES = frozenset({"()", "to", "cuda", "state_dict", "load_state_dict"})
+# (Public for rules that prove a value a module by what is called on it: TL501's checkpoint entries.)
+MODULE_ONLY_USES = _MODULE_ONLY_USES
