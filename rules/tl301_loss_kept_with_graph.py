@@ -326,13 +326,13 @@ class LossKeptWithGraph(TorchRule):
 
     def _in_every_iteration_of(self, reset: cst.CSTNode, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
         """Whether ``reset`` runs in every iteration of ``loop`` that runs ``store``: each
-        block around it in the loop (a branch, a nested loop, a ``try`` or ``except``; not a
-        ``with`` or ``finally``) also holds the store."""
+        block around it in the loop (a branch, a nested loop, an ``except``; not the body of
+        a ``with`` or ``try``, or a ``finally``) also holds the store."""
         store_blocks = {id(a) for a in self.semantic.ancestors(store)}
         for ancestor in self.semantic.ancestors(reset):
             if ancestor is loop.body:
                 return True
-            if isinstance(ancestor, cst.BaseSuite) and not isinstance(self.semantic.parent(ancestor), (cst.With, cst.Finally)):
+            if isinstance(ancestor, cst.BaseSuite) and not isinstance(self.semantic.parent(ancestor), (cst.With, cst.Try, cst.Finally)):
                 if id(ancestor) not in store_blocks:
                     return False
         return True
