@@ -19,7 +19,8 @@ class SaveWholeModel(TorchRule):
     such a module held in a dict, list or tuple that is saved, inline or built in a variable
     first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`), and
     modules by structure: a copy or cast of a module (`deepcopy(model).half()`, `m.float()`,
-    `m.module`, `a if c else b` of two modules), and a `self.` attribute set from an
+    `m.module`, `a if c else b` of two modules, a helper of another file of the project that
+    gives back its argument, `deepcopy(de_parallel(model))`), and a `self.` attribute set from an
     `__init__` parameter to which every construction of the class in the file passes a
     module (`self.model = model` with `Trainer(Net())`; the class used only so). Also finds
     an object pickled whole whose class (or a base in the same file) keeps such a module in
@@ -230,7 +231,9 @@ class SaveWholeModel(TorchRule):
                 return self._derived_module(expr.args[0].value, depth + 1) or self._is_module(expr.args[0].value)
             if isinstance(func, cst.Attribute) and func.attr.value in MODULE_RETURNS_SELF:
                 return self._derived_module(func.value, depth + 1) or self._is_module(func.value)
-            return False
+            position = self.semantic.project_returns_argument(func)  # de_parallel(model), in another file
+            given = call_argument(expr, position, "") if position is not None and not any(a.star for a in expr.args) else None
+            return given is not None and (self._is_module(given) or self._derived_module(given, depth + 1))
         if isinstance(expr, cst.IfExp):  # net.module if wrapped else net
             return all(self._is_module(e) or self._derived_module(e, depth + 1) for e in (expr.body, expr.orelse))
         if isinstance(expr, cst.Attribute):

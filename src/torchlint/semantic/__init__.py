@@ -643,6 +643,12 @@ class SemanticModel:
         (``ProjectView.module_loads``); () without a project index, None when unknown."""
         return self.project.module_loads() if self.project is not None else ()
 
+    def project_returns_argument(self, func: cst.BaseExpression) -> int | None:
+        """The position of the parameter that the function ``func`` imported from another
+        file of the project gives back, itself or through a module's own methods
+        (``de_parallel(model)``: ``ProjectView.returns_argument``); None when unknown."""
+        return self._project_fact(func, "returns_argument")
+
     def param_given_modules(self, name: cst.Name) -> bool:
         """An unannotated parameter of a top-level function of this file to which every call
         of the function, in this file and in the project's other files (the project index),
