@@ -366,6 +366,24 @@ def test_class_known_by_an_alias_and_a_helper_giving_back_its_argument(tmp_path)
     assert view.returns_argument("models.Model") is None
 
 
+def test_class_kind_through_a_base_named_by_a_star_import(tmp_path):
+    _tree(tmp_path, {
+        "common.py": "import torch.nn as nn\nfrom layers import *\n",
+        "layers.py": "import torch.optim as optim\n\n\nclass Block:\n    pass\n",
+        "models.py": (
+            "from common import *\n\n\nclass Net(nn.Module):\n    pass\n\n\n"
+            "class Opt(optim.SGD):\n    pass\n\n\nclass Plain(Block):\n    pass\n\n\nclass Other(Missing):\n    pass\n"
+        ),
+        "main.py": "from models import Net, Opt, Plain, Other\n",
+    })
+    assert summarize("from common import *\n\n\nclass Net(nn.Module, Base):\n    pass\n").classes[0].unnamed_bases == ("nn.Module", "Base")
+    view = build_index([tmp_path / "main.py"], tmp_path).view(tmp_path / "main.py")
+    assert view.class_kind("models.Net") is Kind.MODULE
+    assert view.class_kind("models.Opt") is Kind.OPTIMIZER
+    assert view.class_kind("models.Plain") is None
+    assert view.class_kind("models.Other") is None
+
+
 def test_mode_layers_follow_bases_attributes_and_factories(tmp_path):
     _tree(tmp_path, {
         "blocks.py": "import torch.nn as nn\n\n\nclass Drop(nn.Module):\n    def forward(self, x):\n        return x if not self.training else x * 2\n",

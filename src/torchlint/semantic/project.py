@@ -64,6 +64,9 @@ class ClassSummary:
     # caller has them: a call of one is a forward pass (SPEC section 5).
     methods: tuple[str, ...] = ()
     forward_methods: tuple[str, ...] = ()
+    # The bases no import of the file names, as written (``nn.Module`` where ``nn`` comes
+    # from a ``from module import *``): looked up through the star imports when asked.
+    unnamed_bases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -429,7 +432,10 @@ class _Summarizer:
                 else:
                     calls.append(qname)  # a project class or function, or another package
         methods, forward_methods = self._forward_methods(node)
-        return ClassSummary(node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods)
+        unnamed = tuple(d for b, q in zip(node.bases, bases) if not q and (d := _dotted(b)) is not None)
+        return ClassSummary(
+            node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods, unnamed
+        )
 
     def _forward_methods(self, node: ast.ClassDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The class's methods, and those that run its submodules without turning gradients
@@ -1569,8 +1575,54 @@ class ProjectView:
                         kind = self._class_kind(parent, depth + 1)
                 if kind is not None:
                     break
+            if kind is None and found.definition.unnamed_bases and found.summary.star_imports:
+                kind = self._star_base_kind(found, depth)
         self._class_kinds[key] = kind
         return kind
+
+    def _star_base_kind(self, found: Symbol, depth: int):
+        """The kind of a class from a base named through a star import (``class
+        Model(nn.Module)`` with ``nn`` bound by ``from models.common import *``)."""
+        from torchlint.semantic import _BASE_KINDS, _module_class_kind
+
+        for written in found.definition.unnamed_bases:
+            head, _, rest = written.partition(".")
+            for module in found.summary.star_imports:
+                named = self._star_binding(module, found.path, head, 0)
+                if named is None:
+                    continue
+                qname, path = named
+                qname = f"{qname}.{rest}" if rest else qname
+                kind = _BASE_KINDS.get(qname) or _module_class_kind(qname)
+                if kind is None:
+                    parent = self.symbol(qname, path)
+                    if parent is not None and isinstance(parent.definition, ClassSummary) and parent.definition is not found.definition:
+                        kind = self._class_kind(parent, depth + 1)
+                if kind is not None:
+                    return kind
+        return None
+
+    def _star_binding(self, module: str, path: Path, name: str, depth: int) -> tuple[str, Path] | None:
+        """What ``from module import *`` in ``path`` binds ``name`` to: its qualified name
+        and the file it is qualified in (a top-level import or definition of the module,
+        through its own star imports)."""
+        if depth > _MAX_RESOLUTION:
+            return None
+        for file, rest in self.index.resolve_module(module, path):
+            summary = self.index.summary(file) if not rest else None
+            if summary is None:
+                continue
+            imported = dict(summary.imports).get(name)
+            if imported is not None:
+                return imported, file
+            if _definition(summary, name) is not None:
+                return name, file
+            for star in summary.star_imports:
+                found = self._star_binding(star, file, name, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        return None
 
     def _return_kind(self, found: Symbol, depth: int):
         """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
