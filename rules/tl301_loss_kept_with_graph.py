@@ -24,14 +24,18 @@ class LossKeptWithGraph(TorchRule):
     Finds a loss tensor kept across iterations of a loop: appended to a list
     (`losses.append(loss)`), accumulated (`total += loss`, `total = total + loss`), or stored
     in a container or attribute (`history[epoch] = loss`, `self.last_loss = loss`,
-    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`). Also
+    `log["loss"].append(loss)`, `self.losses.append(loss)`, `meter.update(loss, n)`), or
+    kept under a name in a branch of the loop and read outside that branch (`if loss_value
+    < best: best_loss = loss`, compared in later iterations). Also
     finds a model's output kept across the iterations of a training loop
     (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
     not gathered for a loss).
 
     A loss is what a backward pass in the same function runs on, a term summed into it, or
     the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
-    `float(loss)` and `.data`; containers and totals re-created in every iteration; summing
+    `float(loss)` and `.data`; containers and totals re-created in every iteration (a reset
+    under a condition, `if step % 100 == 0: running = 0`, still lets the total keep the
+    graphs of the iterations in between, and is reported); summing
     losses that a `backward()` then runs on (`total_loss += aux`, `losses.append(l)` then
     `torch.stack(losses).sum().backward()`); losses computed or stored under
     `torch.no_grad()` or `torch.inference_mode()` (also in a function every call of which
@@ -123,6 +127,8 @@ class LossKeptWithGraph(TorchRule):
                             self._check(operand, holder, node)
             elif isinstance(holder, (cst.Attribute, cst.Subscript)):
                 self._check(node.value, holder, node)
+            elif isinstance(holder, cst.Name) and self._kept_for_later(holder, node):
+                self._check(node.value, holder, node)  # best_loss = loss, in a condition
 
     def _check(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         training = self.semantic.training
@@ -311,10 +317,43 @@ class LossKeptWithGraph(TorchRule):
 
     def _reset_in(self, name: str, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
         """Whether the holder is bound afresh inside the loop (``parts = []`` in each
-        iteration), so it lives for one iteration only."""
+        iteration), so it lives for one iteration only. A rebinding under a condition that
+        the store is outside of (``if step % 100 == 0: running = 0``) does not count: the
+        holder outlives the iterations in between."""
         finder = _Rebinding(name, store)
         loop.body.visit(finder)
-        return finder.found
+        return any(self._in_every_iteration_of(reset, loop, store) for reset in finder.resets)
+
+    def _in_every_iteration_of(self, reset: cst.CSTNode, loop: cst.CSTNode, store: cst.CSTNode) -> bool:
+        """Whether ``reset`` runs in every iteration of ``loop`` that runs ``store``: each
+        block around it in the loop (a branch, a nested loop, an ``except``; not the body of
+        a ``with`` or ``try``, or a ``finally``) also holds the store."""
+        store_blocks = {id(a) for a in self.semantic.ancestors(store)}
+        for ancestor in self.semantic.ancestors(reset):
+            if ancestor is loop.body:
+                return True
+            if isinstance(ancestor, cst.BaseSuite) and not isinstance(self.semantic.parent(ancestor), (cst.With, cst.Try, cst.Finally)):
+                if id(ancestor) not in store_blocks:
+                    return False
+        return True
+
+    def _kept_for_later(self, holder: cst.Name, store: cst.Assign) -> bool:
+        """``best_loss = loss`` in a branch of a loop's body, the name read outside that
+        branch (in a later iteration's comparison, or after the loop): the value is kept past
+        its iteration. (A name assigned in every iteration lives for one.)"""
+        loop = self._iteration_loop(store)
+        if loop is None:
+            return False
+        branch = None
+        for ancestor in self.semantic.ancestors(store):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.BaseSuite) and isinstance(self.semantic.parent(ancestor), (cst.If, cst.Else)):
+                branch = ancestor
+                break
+        if branch is None:
+            return False
+        return any(not any(a is branch for a in self.semantic.ancestors(read)) for read in self.semantic.binding_reads(holder) or ())
 
     def _backpropagated(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         """Whether a backward pass in the same function runs on the holder (directly or
@@ -376,7 +415,7 @@ class _Rebinding(cst.CSTVisitor):
         super().__init__()
         self.name = name
         self.store = store
-        self.found = False
+        self.resets: list[cst.Assign] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -386,11 +425,11 @@ class _Rebinding(cst.CSTVisitor):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Name) and target.target.value == self.name:
-                self.found = True
+                self.resets.append(node)
             elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
                 isinstance(e.value, cst.Name) and e.value.value == self.name for e in target.target.elements
             ):
-                self.found = True
+                self.resets.append(node)
 
 
 class _Derivations(cst.CSTVisitor):

@@ -5,6 +5,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS, Kind, call_argument
+from torchlint.semantic.model import MODULE_ONLY_USES
 from torchlint.torch_rule import TorchRule
 
 
@@ -19,9 +20,16 @@ class SaveWholeModel(TorchRule):
     such a module held in a dict, list or tuple that is saved, inline or built in a variable
     first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`), and
     modules by structure: a copy or cast of a module (`deepcopy(model).half()`, `m.float()`,
-    `m.module`, `a if c else b` of two modules), and a `self.` attribute set from an
+    `m.module`, `a if c else b` of two modules, a helper of another file of the project that
+    gives back its argument, `deepcopy(de_parallel(model))`), and a `self.` attribute set from an
     `__init__` parameter to which every construction of the class in the file passes a
-    module (`self.model = model` with `Trainer(Net())`; the class used only so).
+    module (`self.model = model` with `Trainer(Net())`; the class used only so). Also finds
+    an object pickled whole whose class (or a base in the same file) keeps such a module in
+    a `self.` attribute: `torch.save(self, path)` in a trainer that holds `self.model`, or
+    `torch.save(agent, path)` of an instance of one (not a class that pickles itself through
+    `__getstate__` or `__reduce__`); and a checkpoint saved again after the function used one
+    of its entries as only a module is used (`x["model"].parameters()`, stripping the
+    optimizer from a checkpoint), the entry not replaced or removed in between.
     A save into an in-memory buffer (`io.BytesIO`) is not reported: saving and loading a
     module through one is a deep-copy idiom, and no file outlives the program. Nor is a
     round trip: a function that saves the module and loads the same path back whole with
@@ -75,7 +83,10 @@ class SaveWholeModel(TorchRule):
     a list or tuple) are unsafe too: the code that reads the saved file or entry is mostly in
     other files, not all known, and may use it as a module (`ckpt["model"].float()`, a
     copy saved in half precision and loaded to run); where the same file reads what it loads
-    as a module, there is no fix.
+    as a module, there is no fix. Nor is there for an object that holds a module (its class
+    would have to be changed to save the module's weights and rebuild it) or for a checkpoint
+    saved again with a module entry (the function reads that entry as a module, and so may
+    whatever loads the file).
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -87,6 +98,7 @@ class SaveWholeModel(TorchRule):
     required_words = (("save",),)
     message = "`torch.save` of a whole `nn.Module`; save its `state_dict()` instead"
     dict_message = "`torch.save` of a dict holding a whole `nn.Module`; save its `state_dict()` instead"
+    object_message = "`torch.save` of an object that holds a whole `nn.Module` (`.{attribute}`); save the module's `state_dict()` instead"
     sequence_message = "`torch.save` of a list or tuple holding a whole `nn.Module`; save its `state_dict()` instead"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -101,6 +113,13 @@ class SaveWholeModel(TorchRule):
         if self._given_modules(obj) or self._derived_module(obj):
             self._report(obj, self.message, fixable=True, key="", safe=False)
             return
+        holding = self._object_holding_module(obj)
+        if holding is not None:
+            self.report(obj, self.object_message.format(attribute=holding))
+            return
+        if self._entry_used_as_module(node, obj):
+            self.report(obj, self.dict_message)  # its readers expect the module there: no fix
+            return
         saved, fixable = self._saved_container(obj)
         for value, key in _held_values(saved):
             message = self.dict_message if key is not None else self.sequence_message
@@ -109,6 +128,82 @@ class SaveWholeModel(TorchRule):
                 self._report(value, message, fixable, key, safe=key is not None)
             elif self._given_modules(value) or self._derived_module(value):
                 self._report(value, message, fixable, key, safe=False)
+
+    def _object_holding_module(self, expr: cst.BaseExpression) -> str | None:
+        """``self`` in a method of a class of this file, or a name every value of which
+        constructs one such class, where the class (or a base of it in this file) keeps a
+        module in a ``self.`` attribute: the attribute's name. The pickle of the object holds
+        the module. None for a class that pickles itself its own way (``__getstate__``,
+        ``__reduce__``), or whose kind is known (an optimizer, a module: reported above)."""
+        if not isinstance(expr, cst.Name):
+            return None
+        info = self._instance_class(expr)
+        if info is None or self.semantic.class_kind(info) is not None:
+            return None
+        classes, seen = [info], set()
+        while classes:
+            current = classes.pop()
+            if current.node in seen:
+                continue
+            seen.add(current.node)
+            methods = [m for m in current.node.body.body if isinstance(m, cst.FunctionDef)]
+            if any(m.name.value in _OWN_PICKLING for m in methods):
+                return None
+            for attribute in _self_attributes(methods):
+                if self._is_module(attribute) or self._derived_module(attribute):
+                    return attribute.attr.value
+            classes.extend(self.semantic.local_bases(current))
+        return None
+
+    def _entry_used_as_module(self, save: cst.Call, obj: cst.BaseExpression) -> bool:
+        """A name (one binding: a loaded checkpoint, a parameter) saved after its function
+        used an entry of it as only a module is used (``x["model"].parameters()``, as a
+        script that strips a checkpoint's optimizer does), the entry not replaced or removed
+        between that use and the save."""
+        if not isinstance(obj, cst.Name):
+            return False
+        assignments = self.semantic.assignments(obj)
+        if len(assignments) != 1:
+            return False
+        scope = self.semantic.enclosing_function(save)
+        saved_at = self.semantic.start_key(save)
+        for call in self.semantic.calls_in(scope):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in MODULE_ONLY_USES):
+                continue
+            entry = func.value
+            if not (isinstance(entry, cst.Subscript) and isinstance(entry.value, cst.Name) and entry.value.value == obj.value):
+                continue
+            key = _subscript_key(entry)
+            if key is None or self.semantic.start_key(call) > saved_at or self.semantic.assignments(entry.value) != assignments:
+                continue
+            if not _entry_changed(scope or self.context.module, obj.value, key, self.semantic.start_key(call), saved_at, self.semantic):
+                return True
+        return False
+
+    def _instance_class(self, name: cst.Name):
+        """The class of this file that ``name`` is an instance of: ``self`` (the first
+        parameter of a plain method), or a name every value of which calls the class."""
+        assignments = self.semantic.assignments(name)
+        if len(assignments) == 1 and isinstance(assignments[0].node, cst.Param):
+            param = assignments[0].node
+            method = self.semantic.enclosing_function(param)
+            if method is None or not method.params.params or method.params.params[0] is not param or method.decorators:
+                return None
+            info = self.semantic.enclosing_class(method)
+            return info if info is not None and self.semantic.parent(self.semantic.parent(method)) is info.node else None
+        values = self.semantic.values(name)
+        if not values or len(values) != len(assignments):
+            return None
+        found = set()
+        for value in values:
+            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                return None
+            bindings = self.semantic.assignments(value.func)
+            if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+                return None
+            found.add(bindings[0].node)
+        return self.semantic.classes.get(found.pop()) if len(found) == 1 else None
 
     def _is_module(self, expr: cst.BaseExpression) -> bool:
         if self.semantic.kind(expr) is Kind.MODULE:
@@ -137,7 +232,9 @@ class SaveWholeModel(TorchRule):
                 return self._derived_module(expr.args[0].value, depth + 1) or self._is_module(expr.args[0].value)
             if isinstance(func, cst.Attribute) and func.attr.value in MODULE_RETURNS_SELF:
                 return self._derived_module(func.value, depth + 1) or self._is_module(func.value)
-            return False
+            position = self.semantic.project_returns_argument(func)  # de_parallel(model), in another file
+            given = call_argument(expr, position, "") if position is not None and not any(a.star for a in expr.args) else None
+            return given is not None and (self._is_module(given) or self._derived_module(given, depth + 1))
         if isinstance(expr, cst.IfExp):  # net.module if wrapped else net
             return all(self._is_module(e) or self._derived_module(e, depth + 1) for e in (expr.body, expr.orelse))
         if isinstance(expr, cst.Attribute):
@@ -309,6 +406,90 @@ def _weights_only_false(load: cst.Call) -> bool:
 
 
 _CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+# Methods through which a class pickles itself its own way (what it saves is not known).
+_OWN_PICKLING = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
+
+
+def _subscript_key(entry: cst.Subscript) -> str | None:
+    """The string key of ``x["model"]``."""
+    if len(entry.slice) != 1 or not isinstance(entry.slice[0].slice, cst.Index):
+        return None
+    key = entry.slice[0].slice.value
+    value = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
+
+
+def _entry_changed(scope: cst.CSTNode, name: str, key: str, start: float, end: float, semantic) -> bool:
+    """Whether, between ``start`` and ``end``, the scope stores into or deletes ``name[key]``
+    (or any entry of ``name`` by a key not spelled as a string), or calls a method of
+    ``name`` that may (``pop``, ``update``, ``clear``, ``setdefault``, ``popitem``)."""
+    changed = False
+
+    class Changes(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def _entry(self, target: cst.BaseExpression, at: cst.CSTNode) -> None:
+            nonlocal changed
+            if isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:
+                    self._entry(element.value, at)
+            elif (
+                isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name
+                and _subscript_key(target) in (key, None) and start < semantic.start_key(at) < end
+            ):
+                changed = True
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                self._entry(target.target, node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self._entry(node.target, node)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            self._entry(node.target, node)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal changed
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name
+                and func.attr.value in ("pop", "update", "clear", "setdefault", "popitem") and start < semantic.start_key(node) < end
+            ):
+                changed = True
+
+    scope.visit(Changes())
+    return changed
+
+
+def _self_attributes(methods: list[cst.FunctionDef]) -> Iterator[cst.Attribute]:
+    """The ``self.<attr>`` expressions assigned in the methods (``self`` their first parameter)."""
+    for method in methods:
+        if not method.params.params:
+            continue
+        owner = method.params.params[0].name.value
+        for statement in _statements(method.body):
+            targets = []
+            if isinstance(statement, cst.Assign):
+                targets = [t.target for t in statement.targets]
+            elif isinstance(statement, cst.AnnAssign):
+                targets = [statement.target]
+            for target in targets:
+                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == owner:
+                    yield target
+
+
+def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The small statements of a function body, nested blocks included (not nested functions
+    or classes)."""
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(child, cst.BaseSmallStatement):
+            yield child
+        elif isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.SimpleStatementLine, cst.Else, cst.ExceptHandler, cst.Finally)):
+            yield from _statements(child)
 
 
 def _held_values(

@@ -340,6 +340,52 @@ def test_summary_is_none_for_invalid_source():
     assert summarize("def f(:\n") is None
 
 
+def test_summary_of_arguments_given_back_and_aliases():
+    summary = summarize(
+        "import torch.nn as nn\n\n\nclass DetectionModel(nn.Module):\n    pass\n\n\n"
+        "Model = DetectionModel\nLayer = nn.Linear\nsize = 3\n\n\n"
+        "def de_parallel(model):\n    return model.module if is_parallel(model) else model\n\n\n"
+        "def moved(x, device):\n    return x.to(device).half()\n\n\n"
+        "def weights(model):\n    return model.state_dict()\n\n\n"
+        "def either(a, b):\n    return a if a is not None else b\n\n\n"
+        "def rebound(model):\n    model = model.cpu()\n    return model\n\n\n"
+        "def maybe(model, ok):\n    if ok:\n        return model\n"
+    )
+    given_back = {f.name: f.returns_argument for f in summary.functions}
+    assert given_back == {"de_parallel": 0, "moved": 0, "weights": -1, "either": -1, "rebound": -1, "maybe": -1}
+    assert summary.aliases == (("Model", "DetectionModel"), ("Layer", "torch.nn.Linear"))
+
+
+def test_class_known_by_an_alias_and_a_helper_giving_back_its_argument(tmp_path):
+    _tree(tmp_path, {
+        "models.py": "import torch.nn as nn\n\n\nclass Detection(nn.Module):\n    pass\n\n\nModel = Detection\n",
+        "helpers.py": "def unwrap(model):\n    return model.module if hasattr(model, 'module') else model\n",
+        "main.py": "from models import Model\nfrom helpers import unwrap\n",
+    })
+    view = build_index([tmp_path / "main.py"], tmp_path).view(tmp_path / "main.py")
+    assert view.call_kind("models.Model") is Kind.MODULE
+    assert view.returns_argument("helpers.unwrap") == 0
+    assert view.returns_argument("models.Model") is None
+
+
+def test_class_kind_through_a_base_named_by_a_star_import(tmp_path):
+    _tree(tmp_path, {
+        "common.py": "import torch.nn as nn\nfrom layers import *\n",
+        "layers.py": "import torch.optim as optim\n\n\nclass Block:\n    pass\n",
+        "models.py": (
+            "from common import *\n\n\nclass Net(nn.Module):\n    pass\n\n\n"
+            "class Opt(optim.SGD):\n    pass\n\n\nclass Plain(Block):\n    pass\n\n\nclass Other(Missing):\n    pass\n"
+        ),
+        "main.py": "from models import Net, Opt, Plain, Other\n",
+    })
+    assert summarize("from common import *\n\n\nclass Net(nn.Module, Base):\n    pass\n").classes[0].unnamed_bases == ("nn.Module", "Base")
+    view = build_index([tmp_path / "main.py"], tmp_path).view(tmp_path / "main.py")
+    assert view.class_kind("models.Net") is Kind.MODULE
+    assert view.class_kind("models.Opt") is Kind.OPTIMIZER
+    assert view.class_kind("models.Plain") is None
+    assert view.class_kind("models.Other") is None
+
+
 def test_mode_layers_follow_bases_attributes_and_factories(tmp_path):
     _tree(tmp_path, {
         "blocks.py": "import torch.nn as nn\n\n\nclass Drop(nn.Module):\n    def forward(self, x):\n        return x if not self.training else x * 2\n",

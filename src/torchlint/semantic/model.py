@@ -605,6 +605,12 @@ class FileModel:
         (``ProjectView.module_loads``); () without a project index, None when unknown."""
         return self.project.module_loads() if self.project is not None else ()
 
+    def project_returns_argument(self, func: cst.BaseExpression) -> int | None:
+        """The position of the parameter that the function ``func`` imported from another
+        file of the project gives back, itself or through a module's own methods
+        (``de_parallel(model)``: ``ProjectView.returns_argument``); None when unknown."""
+        return self._project_fact(func, "returns_argument")
+
     def param_given_modules(self, name: cst.Name) -> bool:
         """An unannotated parameter of a top-level function of this file to which every call
         of the function, in this file and in the project's other files (the project index),
@@ -978,3 +984,5 @@ _MODULE_ONLY_USES = frozenset(
      "named_buffers"}
 )
 _MODULE_LIKE_USES = frozenset({"()", "to", "cuda", "state_dict", "load_state_dict"})
+# (Public for rules that prove a value a module by what is called on it: TL501's checkpoint entries.)
+MODULE_ONLY_USES = _MODULE_ONLY_USES

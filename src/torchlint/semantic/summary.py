@@ -42,6 +42,9 @@ class ClassSummary:
     # caller has them: a call of one is a forward pass (SPEC section 5).
     methods: tuple[str, ...] = ()
     forward_methods: tuple[str, ...] = ()
+    # The bases no import of the file names, as written (``nn.Module`` where ``nn`` comes
+    # from a ``from module import *``): looked up through the star imports when asked.
+    unnamed_bases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class FunctionSummary:
     # before any ``return``): qualified names of possible project functions, a launched
     # kernel's name for ``kernel[grid](...)``, or a GPU-only library's function.
     unconditional_calls: tuple[str, ...] = ()
+    # The position of the parameter that every ``return`` gives back, as itself or through
+    # what a module returns itself from (``model.module if parallel else model``,
+    # ``model.to(device)``), the parameter never rebound; -1 when there is none.
+    returns_argument: int = -1
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,8 @@ class ModuleSummary:
     # "" the loaded object itself, a key of it (``ckpt["model"].eval()``), "*" a key not
     # spelled as a string.
     module_loads: tuple[str, ...] = ()
+    # Top-level names bound to another name (``Model = DetectionModel``), with its qualified name.
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -292,6 +301,7 @@ class _Summarizer:
             method_references=tuple(dict.fromkeys(sites.method_references)),
             star_imports=tuple(dict.fromkeys(self.stars)),
             module_loads=tuple(sorted(sites.module_loads)),
+            aliases=tuple(sites.aliases),
         )
 
     def _summarize(self, body: list[ast.stmt], classes: list, functions: list, sites: _Sites) -> None:
@@ -400,7 +410,10 @@ class _Summarizer:
                 else:
                     calls.append(qname)  # a project class or function, or another package
         methods, forward_methods = self._forward_methods(node)
-        return ClassSummary(node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods)
+        unnamed = tuple(d for b, q in zip(node.bases, bases) if not q and (d := _dotted(b)) is not None)
+        return ClassSummary(
+            node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods, unnamed
+        )
 
     def _forward_methods(self, node: ast.ClassDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The class's methods, and those that run its submodules without turning gradients
@@ -444,7 +457,13 @@ class _Summarizer:
         built: dict[str, str] = {}  # local name -> the call that built its latest value
         returns: list[str] = []
         events: list[str] = []
+        returned: list[ast.expr | None] = []  # (returns_argument)
+        stored: set[str] = set()
         for sub in _walk_function(node):
+            if isinstance(sub, ast.Return):
+                returned.append(sub.value)
+            elif isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load):
+                stored.add(sub.id)
             if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
                 built[sub.targets[0].id] = self._built_by(sub.value, built, MODULE_RETURNS_SELF)
             elif isinstance(sub, ast.Return) and sub.value is not None and not isinstance(sub.value, ast.Tuple):
@@ -455,7 +474,7 @@ class _Summarizer:
                     events.append(event)
         return FunctionSummary(
             node.name, tuple(returns), tuple(events), self._requires_cuda(node),
-            self._gpu_kernel(node), self._unconditional_calls(node),
+            self._gpu_kernel(node), self._unconditional_calls(node), _returned_argument(node, returned, stored),
         )
 
     def _gpu_kernel(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -574,6 +593,7 @@ class _Sites(ast.NodeVisitor):
         self.called: set[int] = set()  # the callees of calls: not references
         self.discarded: set[int] = set()  # calls that are statements: their results thrown away
         self.module_loads: set[str] = set()  # (``ModuleSummary.module_loads``)
+        self.aliases: list[tuple[str, str]] = []  # (``ModuleSummary.aliases``)
 
     # ``ast.NodeVisitor``'s walk, with each node type's method looked up once (``visit`` builds
     # and looks up its name at every node) and the fields read without ``iter_fields``'
@@ -719,6 +739,8 @@ class _Sites(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
+        if self.body is self.module_body and not self.scopes:
+            self._alias(node)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             self.body.built[node.targets[0].id] = self._built(node.value)
             key = self._loaded_key(node.value)
@@ -726,6 +748,13 @@ class _Sites(ast.NodeVisitor):
                 self.body.loaded.pop(node.targets[0].id, None)
             else:
                 self.body.loaded[node.targets[0].id] = key
+
+    def _alias(self, node: ast.Assign) -> None:
+        """``Model = DetectionModel`` at the top level: the name another one is known by."""
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            qualified = self.summarizer.qualify(node.value)
+            if qualified is not None and qualified != node.targets[0].id:
+                self.aliases.append((node.targets[0].id, qualified))
 
     # --- what is read as a module of what ``torch.load`` gives
 
@@ -900,3 +929,29 @@ def _layer_mode_free(layer: str, call: ast.Call) -> bool:
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0):
                 return False
     return not (layer in ("RNN", "LSTM", "GRU") and len(call.args) >= 6)
+
+
+def _returned_argument(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list, stored: set[str]) -> int:
+    """``FunctionSummary.returns_argument``: from the values of the function's returns and
+    the names it binds (its body ending in a ``return``, so that it never gives back None)."""
+    from torchlint.semantic.model import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS
+
+    def given_back(value: ast.expr | None) -> str | None:
+        if isinstance(value, ast.IfExp):
+            body, orelse = given_back(value.body), given_back(value.orelse)
+            return body if body == orelse else None
+        while True:
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MODULE_RETURNS_SELF:
+                value = value.func.value
+            elif isinstance(value, ast.Attribute) and value.attr in MODULE_WRAPPED_ATTRS:
+                value = value.value
+            else:
+                return value.id if isinstance(value, ast.Name) else None
+
+    if not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+        return -1  # it may end without a return, giving back None
+    names = {given_back(value) for value in returned}
+    params = [a.arg for a in node.args.posonlyargs + node.args.args]
+    if len(names) != 1 or (name := names.pop()) is None or name not in params or name in stored:
+        return -1
+    return params.index(name)

@@ -70,7 +70,7 @@ class ProjectView:
             definition = _definition(summary, names[0])
             if definition is not None:
                 return Symbol(file, summary, definition)
-            target = dict(summary.imports).get(names[0])
+            target = dict(summary.imports).get(names[0]) or dict(summary.aliases).get(names[0])
             if target is not None:
                 return self.symbol(target, file, depth + 1)
             return None
@@ -114,8 +114,54 @@ class ProjectView:
                         kind = self._class_kind(parent, depth + 1)
                 if kind is not None:
                     break
+            if kind is None and found.definition.unnamed_bases and found.summary.star_imports:
+                kind = self._star_base_kind(found, depth)
         self._class_kinds[key] = kind
         return kind
+
+    def _star_base_kind(self, found: Symbol, depth: int):
+        """The kind of a class from a base named through a star import (``class
+        Model(nn.Module)`` with ``nn`` bound by ``from models.common import *``)."""
+        from torchlint.semantic.model import _BASE_KINDS, _module_class_kind
+
+        for written in found.definition.unnamed_bases:
+            head, _, rest = written.partition(".")
+            for module in found.summary.star_imports:
+                named = self._star_binding(module, found.path, head, 0)
+                if named is None:
+                    continue
+                qname, path = named
+                qname = f"{qname}.{rest}" if rest else qname
+                kind = _BASE_KINDS.get(qname) or _module_class_kind(qname)
+                if kind is None:
+                    parent = self.symbol(qname, path)
+                    if parent is not None and isinstance(parent.definition, ClassSummary) and parent.definition is not found.definition:
+                        kind = self._class_kind(parent, depth + 1)
+                if kind is not None:
+                    return kind
+        return None
+
+    def _star_binding(self, module: str, path: Path, name: str, depth: int) -> tuple[str, Path] | None:
+        """What ``from module import *`` in ``path`` binds ``name`` to: its qualified name
+        and the file it is qualified in (a top-level import or definition of the module,
+        through its own star imports)."""
+        if depth > _MAX_RESOLUTION:
+            return None
+        for file, rest in self.index.resolve_module(module, path):
+            summary = self.index.summary(file) if not rest else None
+            if summary is None:
+                continue
+            imported = dict(summary.imports).get(name)
+            if imported is not None:
+                return imported, file
+            if _definition(summary, name) is not None:
+                return name, file
+            for star in summary.star_imports:
+                found = self._star_binding(star, file, name, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        return None
 
     def _return_kind(self, found: Symbol, depth: int):
         """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
@@ -448,13 +494,21 @@ class ProjectView:
         (``ProjectIndex.module_loads``); None: unknown."""
         return self.index.module_loads(self.path)
 
+    def returns_argument(self, qname: str) -> int | None:
+        """The position of the parameter the project function ``qname`` gives back
+        (``FunctionSummary.returns_argument``); None when it is not one that does."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, FunctionSummary) or found.definition.returns_argument < 0:
+            return None
+        return found.definition.returns_argument
+
 
 # What the semantic model asks a ProjectView: every fact from outside the file's source that a lint
 # can depend on (the other files, and the file's own name).
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch", "module_loads",
-    "oldest_torch", "newest_torch",
+    "oldest_torch", "newest_torch", "returns_argument",
 )
 
 
@@ -519,6 +573,9 @@ class AskedView:
 
     def module_loads(self) -> tuple[str, ...] | None:
         return self._ask("module_loads")
+
+    def returns_argument(self, qname: str) -> int | None:
+        return self._ask("returns_argument", qname)
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
