@@ -60,7 +60,7 @@ def run(snapshots: list[Path], out: Path) -> None:
             print(f"{snapshot.name}: exit {result.returncode}: {result.stderr.strip()[-300:]}", file=sys.stderr)
 
 
-def score(results: Path) -> int:
+def score(results: Path, missed: bool = False) -> int:
     verdicts = {}
     for row in _rows("*findings.tsv"):
         path, cell, line = _place(row["path"], row["line"])
@@ -87,6 +87,7 @@ def score(results: Path) -> int:
     tp, fp = sum(n for (c, v), n in counts.items() if v == "TP"), sum(n for (c, v), n in counts.items() if v == "FP")
     print(f"\nprecision over triaged findings: {tp}/{tp + fp} = {tp / max(tp + fp, 1):.3f}; untriaged: {len(untriaged)}")
     hits: Counter[str] = Counter()
+    misses: list[tuple] = []
     totals: Counter[str] = Counter()
     for row in _rows("*instances.tsv"):
         code = row["pattern"]
@@ -95,7 +96,10 @@ def score(results: Path) -> int:
         totals[code] += 1
         path, cell, line = _place(row["path"], row["line"])
         rows = found.get((row["repo"], path, cell, code), [])
-        hits[code] += any(abs(r - line) <= TOLERANCE for r in rows)
+        hit = any(abs(r - line) <= TOLERANCE for r in rows)
+        hits[code] += hit
+        if missed and not hit:
+            misses.append((code, row["repo"], row["path"], row["line"], row.get("shape", "")))
     print("\n| code | instances | found |\n|---|---|---|")
     for code in CORE:
         if totals[code]:
@@ -103,6 +107,8 @@ def score(results: Path) -> int:
     print(f"\ncore recall: {sum(hits.values())}/{sum(totals.values())} = {sum(hits.values()) / max(sum(totals.values()), 1):.3f}")
     for key in untriaged:
         print("untriaged:", *key, sep="\t")
+    for miss in sorted(misses):
+        print("missed:", *miss, sep="\t")
     return 0
 
 
@@ -111,13 +117,14 @@ def main() -> int:
     parser.add_argument("--run", type=Path, nargs="+", metavar="SNAPSHOT")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--score", type=Path, metavar="RESULTS")
+    parser.add_argument("--missed", action="store_true", help="with --score: list the instances not found")
     args = parser.parse_args()
     if args.run:
         if args.out is None:
             parser.error("--run needs --out")
         run(args.run, args.out)
     if args.score:
-        return score(args.score)
+        return score(args.score, args.missed)
     return 0
 
 

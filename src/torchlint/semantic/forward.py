@@ -209,10 +209,13 @@ class ForwardPasses:
             if isinstance(c.func, cst.Attribute) and (name != EVAL or not c.args)
         }
 
-    def runs_module(self, expr: cst.BaseExpression, function: cst.FunctionDef | None, call: cst.Call | None = None) -> bool:
+    def runs_module(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef | None, call: cst.Call | None = None, guess: bool = True
+    ) -> bool:
         """Whether calling ``expr`` runs an ``nn.Module`` forward pass; ``call``, the call of it
         when known: one without arguments is not taken for a forward pass on the name alone
-        (``solver.model()`` of z3 returns the solution found; a model is given its input)."""
+        (``solver.model()`` of z3 returns the solution found; a model is given its input).
+        Without ``guess``, only what the file shows counts, never the name."""
         from torchlint.semantic.model import Kind
 
         if not isinstance(expr, (cst.Name, cst.Attribute)):
@@ -230,7 +233,7 @@ class ForwardPasses:
             return False
         if call is not None and any(
             self.model.kind(a.value) is Kind.MODULE
-            or (isinstance(a.value, (cst.Name, cst.Attribute)) and a.value is not expr and self.runs_module(a.value, function))
+            or (isinstance(a.value, (cst.Name, cst.Attribute)) and a.value is not expr and self.runs_module(a.value, function, guess=False))
             for a in call.args
         ):
             return False  # given a module: a helper that moves or wraps it (`self.model_to_device(net)`), no forward
@@ -242,7 +245,7 @@ class ForwardPasses:
         if isinstance(expr, cst.Name):
             if self._bound_to_load(expr) or self._param_given_module(expr, function):
                 return True
-        if call is not None and not call.args:
+        if not guess or (call is not None and not call.args):
             return False  # (what follows is the name's guess)
         if isinstance(expr, cst.Name):
             # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
