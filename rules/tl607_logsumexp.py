@@ -18,7 +18,9 @@ class Logsumexp(TorchRule):
     however the functions are imported or referenced, when the sum runs over given
     dimensions (`torch.logsumexp` needs them: a sum over every element, or `dim=None`, is
     left alone, as TorchFix does), and not where the exponent is a difference
-    (`torch.exp(x - x_max)`: stabilized by hand, the usual way). Replaces TorchFix's TOR108.
+    (`torch.exp(x - x_max)`: stabilized by hand, the usual way), written in place or bound
+    to the name the exponent reads (`shifted = x - x_max; torch.exp(shifted)`: TorchFix
+    reports that one). Replaces TorchFix's TOR108.
 
     ## Why is this bad?
     `exp` overflows to `inf` for inputs above about 88 in float32 (11 in float16), and
@@ -74,7 +76,7 @@ class Logsumexp(TorchRule):
         x = single_argument(exp)
         if x is None or calls_one_of(self.semantic, exp, EXP) is None:
             return
-        if isinstance(x, cst.BinaryOperation) and isinstance(x.operator, cst.Subtract):
+        if self._stabilized(x):
             return  # `exp(x - x_max)`: stabilized by hand, nothing overflows
         if any(a.star for a in rest):
             return
@@ -91,3 +93,16 @@ class Logsumexp(TorchRule):
             args = [last, *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(rest) - 1 else a for i, a in enumerate(rest)]]
             fix = Fix("Use `torch.logsumexp`", {node: node.with_changes(func=new_func, args=args)}, Applicability.UNSAFE)
         self.report(node, fix=fix)
+
+    def _stabilized(self, x: cst.BaseExpression) -> bool:
+        """Whether the exponent is a difference (``x - x_max``), written in place or bound
+        to the name read there (``shifted = x - x_max; ... torch.exp(shifted)``; every
+        binding that reaches the read is one)."""
+        if isinstance(x, cst.Name):
+            values = self.semantic.values(x)
+            return bool(values) and all(_difference(v) for v in values)
+        return _difference(x)
+
+
+def _difference(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract)
