@@ -15,6 +15,11 @@ class ZeroGradNotToNone(TorchRule):
     keyword (`set_to_none` is torch's own parameter name), and `zero_grad(False)` on a
     known optimizer or `nn.Module`. Replaces TorchFix's TOR402.
 
+    Opt-in: on public code, 5 of 17 such calls needed the zeros (CUDA-graph capture, which
+    replays into gradient buffers allocated beforehand; a test of zero_grad's own behaviour;
+    code that passes the user's choice on), and nothing in the call tells them apart
+    (`ecosystem/torchfix.md`, precision on real code).
+
     ## Why is this bad?
     Filling every gradient with zeros costs a kernel launch and a full pass over the
     gradient memory per parameter at every step, and keeps that memory allocated between
@@ -45,6 +50,7 @@ class ZeroGradNotToNone(TorchRule):
     """
 
     code = "TL109"
+    opt_in = True
     name = "zero-grad-not-to-none"
     required_words = (("zero_grad",),)
     message = "`zero_grad(set_to_none=False)` writes zeros into every gradient; let it set them to `None`"

@@ -19,7 +19,9 @@ class Logsumexp(TorchRule):
     however the functions are imported or referenced, when the sum runs over given
     dimensions (`torch.logsumexp` needs them: a sum over every element, or `dim=None`, is
     left alone, as TorchFix does), and not where the exponent is a difference
-    (`torch.exp(x - x_max)`: stabilized by hand, the usual way). Replaces TorchFix's TOR108.
+    (`torch.exp(x - x_max)`: stabilized by hand, the usual way), written in place or bound
+    to the name the exponent reads (`shifted = x - x_max; torch.exp(shifted)`: TorchFix
+    reports that one). Replaces TorchFix's TOR108.
 
     ## Why is this bad?
     `exp` overflows to `inf` for inputs above about 88 in float32 (11 in float16), and
@@ -79,7 +81,7 @@ class Logsumexp(TorchRule):
         x = single_argument(exp)
         if x is None or calls_one_of(self.semantic, exp, EXP) is None:
             return
-        if isinstance(x, cst.BinaryOperation) and isinstance(x.operator, cst.Subtract):
+        if self._stabilized(x):
             return  # `exp(x - x_max)`: stabilized by hand, nothing overflows
         if any(a.star for a in rest):
             return
@@ -97,3 +99,16 @@ class Logsumexp(TorchRule):
             changes = with_import_first(self.semantic, {node: node.with_changes(func=new_func, args=args)}, new_func.value.value, [node])
             fix = Fix("Use `torch.logsumexp`", changes, Applicability.UNSAFE) if changes is not None else None
         self.report(node, fix=fix)
+
+    def _stabilized(self, x: cst.BaseExpression) -> bool:
+        """Whether the exponent is a difference (``x - x_max``), written in place or bound
+        to the name read there (``shifted = x - x_max; ... torch.exp(shifted)``; every
+        binding that reaches the read is one)."""
+        if isinstance(x, cst.Name):
+            values = self.semantic.values(x)
+            return bool(values) and all(_difference(v) for v in values)
+        return _difference(x)
+
+
+def _difference(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract)

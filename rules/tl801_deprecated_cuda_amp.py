@@ -39,7 +39,8 @@ class DeprecatedCudaAmp(TorchRule):
     ## What it does
     Finds `torch.cuda.amp.autocast(...)`, `torch.cuda.amp.GradScaler(...)` and the
     `torch.cuda.amp.custom_fwd` / `custom_bwd` decorators, however imported, called as
-    functions, context managers or decorators.
+    functions, context managers or decorators. Replaces TorchFix's TOR101 and TOR103 for
+    `torch.cuda.amp` (its other deprecated functions are TL804's).
 
     ## Why is this bad?
     They are deprecated since PyTorch 2.4 and warn at every use; the device-generic
