@@ -319,11 +319,12 @@ class HardcodedCuda(TorchRule):
         anchor = devices.definition_anchor()
         definition = cst.parse_statement(f"device = {torch}.device({self._choice(torch)})\n")
         definition = definition.with_changes(leading_lines=[cst.EmptyLine()])
-        changes = {anchor: cst.FlattenSentinel([anchor, definition])}
         following = self._statement_after(anchor)
         if isinstance(following, (cst.FunctionDef, cst.ClassDef)) and _blank_lines_before(following) < 2:
-            changes[_BLANK_LINES_BEFORE] = following  # (PEP 8: two blank lines before a top-level definition)
-        return "device", changes, Applicability.SAFE
+            # (PEP 8: two blank lines before a top-level definition) The line goes just before
+            # the definition that follows the imports, as one change of that definition.
+            return "device", {_BLANK_LINES_BEFORE: (following, definition)}, Applicability.SAFE
+        return "device", {anchor: cst.FlattenSentinel([anchor, definition])}, Applicability.SAFE
 
     def _choice(self, torch: str) -> str:
         """The device choice, in the file's quote style."""
@@ -353,17 +354,20 @@ class HardcodedCuda(TorchRule):
         """The changes of a fix: ``local`` (the rewrite at ``node``) and ``changes`` (the
         device definition); with ``_IMPORT_FIRST``, the statement holding ``node`` rewritten
         and preceded by the file's import of torch (``execution_order.with_import_first``); with
-        ``_BLANK_LINES_BEFORE``, the definition after the device line given two blank lines."""
-        following = changes.pop(_BLANK_LINES_BEFORE, None)
-        if following is not None:
-            # The definition that follows the device line: its own changes, if any, go into it.
+        ``_BLANK_LINES_BEFORE``, the device line put before the definition that follows the
+        imports, which keeps two blank lines before it."""
+        placed = changes.pop(_BLANK_LINES_BEFORE, None)
+        if placed is not None:
+            # The device line, then the definition that follows it: its own changes, if any,
+            # go into it (an outer change wins over the ones inside it).
+            following, definition = placed
             inside = {old: new for old, new in local.items() if self.semantic.inside(old, following)}
             rewritten = following
             for old, new in inside.items():
                 rewritten = rewritten.deep_replace(old, new)
             lines = [cst.EmptyLine()] * (2 - _blank_lines_before(following)) + list(following.leading_lines)
             local = {old: new for old, new in local.items() if old not in inside}
-            changes = {**changes, following: rewritten.with_changes(leading_lines=lines)}
+            changes = {**changes, following: cst.FlattenSentinel([definition, rewritten.with_changes(leading_lines=lines)])}
         if _IMPORT_FIRST not in changes:
             return {**local, **changes}
         return with_import_first(self.semantic, local, self.semantic.torch_alias, [changes[_IMPORT_FIRST]])
@@ -382,7 +386,8 @@ class HardcodedCuda(TorchRule):
 
 # A key of a device's changes (``_device``): torch is not bound before the node it maps to.
 _IMPORT_FIRST = object()
-# Another: the top-level definition after the device line, which needs two blank lines before it.
+# Another: the top-level definition after the imports (and the device line to put before it,
+# keeping two blank lines between them).
 _BLANK_LINES_BEFORE = object()
 # Triple quotes (a docstring's quotes say nothing of the one-line strings' style).
 TQ3, DQ3 = "'" * 3, '"' * 3
