@@ -155,15 +155,18 @@ def opt_in_codes(install_dir: Path | None) -> set[str]:
     return set(proc.stdout.split())
 
 
-def precision_table(found: set[Key], opt_in: set[str]) -> str:
+def precision_table(found: set[Key], opt_in: set[str], repos: set[str] | None = None) -> str:
+    """The precision per rule over the triaged findings; the true findings of the triage no
+    longer reported, in the repositories linted (``repos``; None: those with a finding)."""
     triage = read_triage()
+    repos = {k[0] for k in found} if repos is None else repos
     stats: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for k in found:
         if k[3] == INVALID_FILE:  # a file that does not parse: no rule's precision
             continue
         verdict = triage.get(k, ("untriaged", ""))[0]
         stats[k[3]][verdict] += 1
-    lost = sorted(k for k, (v, _) in triage.items() if v == "TP" and k not in found)
+    lost = sorted(k for k, (v, _) in triage.items() if v == "TP" and k not in found and k[0] in repos)
     lines = [
         "| rule | default | findings | TP | FP | untriaged | precision | bar |",
         "|---|---|---:|---:|---:|---:|---:|---|",
@@ -299,7 +302,7 @@ def report(head: list[RepoRun], base: list[RepoRun] | None, base_rev: str | None
                 out += ["", f"<details><summary>{title}</summary>", ""]
                 out += [f"- {repo} `{path}:{line}` {code}" for repo, path, line, code in keys[:300]]
                 out += ["", "</details>"]
-    out += ["", "## Precision (from ecosystem/triage)", "", precision_table(head_keys, opt_in), ""]
+    out += ["", "## Precision (from ecosystem/triage)", "", precision_table(head_keys, opt_in, {r.repo for r in head}), ""]
     out += ["", "## Recall (from ecosystem/recall)", "", recall_table(head_keys), ""]
     return "\n".join(out)
 
