@@ -2,6 +2,8 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic.execution_order import with_import_first
+from torchlint.semantic.migration import drop_aliases, from_import
+from torchlint.text import is_cell_boundary
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import dotted
 
@@ -67,8 +69,11 @@ class NumpyInLoss(TorchRule):
     function there binds `torch` itself (then there is no fix). It is unsafe: NumPy and
     torch differ in dtype promotion (float64 there, the model's dtype here) and in some
     defaults (`np.std` is the population deviation, `torch.std` the sample one), so the
-    numbers can change. Otherwise (a NumPy call with no equivalent, NumPy spread over
-    several statements) it reports only.
+    numbers can change. An import the rewrite leaves unused (`import numpy as np`, a
+    `from torch import tensor` whose every use was in the rewritten expression) goes with it
+    (in a notebook, when it is in the same cell).
+    Otherwise (a NumPy call with no equivalent, NumPy spread over several statements) it
+    reports only.
 
     ## References
     - [Autograd mechanics](https://pytorch.org/docs/stable/notes/autograd.html)
@@ -176,10 +181,41 @@ class NumpyInLoss(TorchRule):
         new = expr.visit(rewriter)
         if rewriter.unmapped or any(self._numpy_valued(n) for n in _walk(expr) if isinstance(n, cst.Name) and self._is_read(n)):
             return None
-        changes = {expr: new}
+        changes = {expr: new, **self._imports_left_unused(expr, new)}
         if rewriter.wrote_torch:  # torch must exist where the expression runs (a notebook's cell before its import)
             changes = with_import_first(self.semantic, changes, self.semantic.torch_alias, [expr])
         return Fix(message, changes, Applicability.UNSAFE) if changes is not None else None
+
+    def _imports_left_unused(self, expr: cst.BaseExpression, new: cst.BaseExpression) -> dict:
+        """The changes that drop the imports the rewrite leaves unused: a name the expression
+        read (``np``, a wrapper imported by name such as ``tensor``) that the new expression
+        does not, bound by an import whose every use lies in the expression."""
+        kept = {n.value for n in _walk(new) if isinstance(n, cst.Name)}
+        unused: dict[cst.CSTNode, list[cst.ImportAlias]] = {}
+        for name in _walk(expr):
+            if not isinstance(name, cst.Name) or name.value in kept or not self._is_read(name):
+                continue
+            imported = from_import(self.semantic, name)
+            if imported is None or not all(self.semantic.inside(use, expr) for use in imported.uses):
+                continue
+            if not self._same_cell(imported.statement, expr):
+                continue  # (a notebook's fix stays within one cell; the import stays, as before)
+            aliases = unused.setdefault(imported.statement, [])
+            if imported.alias not in aliases:
+                aliases.append(imported.alias)
+        changes: dict = {}
+        for statement, aliases in unused.items():
+            changes.update(drop_aliases(self.semantic, statement, aliases))
+        return changes
+
+    def _same_cell(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether two nodes lie in the same notebook cell (in a script, always)."""
+        body = self.context.module.body
+        tops = [self.semantic.top_statement(n) for n in (a, b)]
+        if any(t is None for t in tops):
+            return False
+        first, last = sorted(body.index(t) for t in tops)
+        return not any(is_cell_boundary(s) for s in body[first:last])
 
     def _has_numpy(self, expr: cst.BaseExpression) -> bool:
         return any(
