@@ -63,12 +63,12 @@ class DiskFiles:
         return self._summarize(source, path.suffix) if source is not None else None
 
     def close(self, index: ProjectIndex) -> None:
-        builder = _Builder(index, _read_file, self._cached)
+        builder = _Builder(index, _read_file, self._summarize)
         builder.add_imports(index.linted)
         builder.add_imports(sorted(index.callers_from - set(index.linted)), follow=False)  # the files beside them
 
     def add(self, index: ProjectIndex, path: Path, read: Callable[[Path], bytes | str | None] | None) -> None:
-        builder = _Builder(index, read or _read_file, None)
+        builder = _Builder(index, read or _read_file, summarize_file_source)
         builder.add_imports([path])
         builder.add_siblings([path])
 
@@ -106,10 +106,15 @@ class DiskFiles:
 
 
 class _Builder:
-    def __init__(self, index: ProjectIndex, read: Callable[[Path], bytes | str | None], summary_cache) -> None:
+    def __init__(
+        self,
+        index: ProjectIndex,
+        read: Callable[[Path], bytes | str | None],
+        summarize: Callable[[bytes | str, str], ModuleSummary | None],
+    ) -> None:
         self.index = index
         self.read = read
-        self.cache = summary_cache
+        self.summarize = summarize  # a file's content and suffix -> its summary (cached or not)
         self.extra = 0
         self._files: dict[str, bool] = {}
         self._dirs: dict[str, bool] = {}
@@ -129,9 +134,7 @@ class _Builder:
         source = self.read(path)
         if source is None:
             return None
-        if self.cache is not None:
-            return self.cache(source, path.suffix)
-        return summarize_file_source(source, path.suffix)
+        return self.summarize(source, path.suffix)
 
     def add_siblings(self, paths: Iterable[Path]) -> None:
         """Summarise the files that may import ``paths`` by plain or package imports: those
@@ -159,7 +162,7 @@ class _Builder:
                 text = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
                 if not named(text):
                     continue
-                summary = self.cache(source, sibling.suffix) if self.cache is not None else summarize_file_source(source, sibling.suffix)
+                summary = self.summarize(source, sibling.suffix)
                 if summary is not None:
                     self.index.summaries[sibling] = summary
                     added.append(sibling)
@@ -239,17 +242,16 @@ class _Builder:
 def build_index(
     files: Iterable[Path],
     root: Path,
-    summary_cache: Callable[[bytes], ModuleSummary | None] | None = None,
     lazy: bool = False,
     cache_root: Path | None = None,
     target_torch: tuple[int, int] | None = None,
 ) -> ProjectIndex:
     """The index of the linted Python files and the project files they import (``lazy``:
-    those only when asked, through ``ProjectIndex.summary``)."""
-    index = ProjectIndex(
-        Path(os.path.abspath(root)), lazy=lazy, target_torch=target_torch, files=DiskFiles(cache_root)
-    )
-    builder = _Builder(index, _read_file, summary_cache)
+    those only when asked, through ``ProjectIndex.summary``); summaries go through the result
+    cache under ``cache_root``, if any."""
+    disk = DiskFiles(cache_root)
+    index = ProjectIndex(Path(os.path.abspath(root)), lazy=lazy, target_torch=target_torch, files=disk)
+    builder = _Builder(index, _read_file, disk._summarize)
     linted = []
     for file in files:
         if file.suffix not in (".py", ".pyi", ".ipynb"):

@@ -409,11 +409,10 @@ def _merge(path: Path, settings: Settings, options: RunOptions, key, view, plann
 def _build_project(files: Sequence[Path], settings: Settings, options: RunOptions):
     """The project index over the files and the project files they import (what the semantic
     layer knows of other files), built once per run."""
-    from torchlint.project import build_index, cached_summarize
+    from torchlint.project import build_index
 
-    summaries = cached_summarize(settings.root) if options.use_cache else None
     # Lazy: the imported files are summarised when a question reaches them.
     return build_index(
-        files, settings.root, summaries, lazy=True, cache_root=settings.root if options.use_cache else None,
+        files, settings.root, lazy=True, cache_root=settings.root if options.use_cache else None,
         target_torch=settings.target_torch,
     )
