@@ -186,7 +186,8 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         self._mode_events_cache: dict[cst.FunctionDef | None, list[_ModeEvent]] = {}
         self._eval_switches_cache: dict[cst.FunctionDef | None, tuple[list[_ModeEvent], list[float]]] = {}
         self._training_points_cache: dict[cst.FunctionDef | None, list[cst.Call]] = {}
-        self._owned_cache: dict[cst.FunctionDef, bool] = {}
+        self._owned_cache: dict[cst.FunctionDef, str | None] = {}
+        self._grad_off_callers: dict[cst.FunctionDef, bool] = {}  # ``_grad_off_at_callers``
         self._trains: dict[cst.FunctionDef, bool] = {}
         model.replay(_Scan(self))
         self.torch_file = bool(self.imported & {"torch", "torchvision", "pytorch_lightning", "lightning", "timm"}) or model.star_imports_torch()
@@ -217,11 +218,20 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
 
     # --- gradients ----------------------------------------------------------------------
 
-    def grad_disabled(self, node: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
+    def grad_disabled(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs with gradients off (or deliberately on): inside a ``with`` of
         ``no_grad`` / ``inference_mode`` / ``set_grad_enabled`` / ``enable_grad``, in a
         function decorated with one, after ``torch.set_grad_enabled(False)`` in its function or
-        at module level, or the same at every call of its function in the file."""
+        at module level, or the same at every call of its function in the file (and, through
+        the project index, in the project's other files)."""
+        here = self._grad_off_here(node)
+        if here is not None:
+            return here
+        function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
+        return self._grad_off_at_callers(function)
+
+    def _grad_off_here(self, node: cst.CSTNode) -> bool | None:
+        """What the code around ``node`` says of gradients there; None: its callers decide."""
         for ancestor in self.model.ancestors(node):
             if isinstance(ancestor, cst.With) and any(self._grad_context(item.item) for item in ancestor.items):
                 return True
@@ -230,7 +240,61 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         function = self.function_of.get(node) if not isinstance(node, cst.FunctionDef) else node
         if self._grad_switched_off(function, node) or (function is not None and self._grad_switched_off(None, None)):
             return True
-        return self._callers_all(function, seen, lambda site, seen: self.grad_disabled(site, seen), "grad")
+        return None
+
+    def _grad_off_at_callers(self, function: cst.FunctionDef | None) -> bool:
+        """Whether gradients are off at every call of ``function`` (``_callers_all``'s rule),
+        its callers' callers asked the same way: the greatest answer that holds over the
+        calls among the functions involved (a chain that comes back to a function counts as
+        holding there), computed once for all of them."""
+        if function is None:
+            return False
+        known = self._grad_off_callers
+        if function in known:
+            return known[function]
+        involved, stack = [], [function]
+        while stack:
+            current = stack.pop()
+            if current is None or current in known or current in involved:
+                continue
+            involved.append(current)
+            if self._callers_unasked(current) is None:
+                stack.extend(self.function_of[site] for site in self.call_sites(current) if self._grad_off_here(site) is None)
+        holds = dict.fromkeys(involved, True)
+        changed = True
+        while changed:
+            changed = False
+            for current in involved:
+                if holds[current] and not self._callers_hold_grad_off(current, holds):
+                    holds[current], changed = False, True
+        known.update(holds)
+        return known[function]
+
+    def _callers_unasked(self, function: cst.FunctionDef) -> bool | None:
+        """What decides ``function``'s callers without asking about the file's own calls: its
+        owner sets gradients (a hook, a test), it is passed around, another file calls it
+        with gradients on, or nothing calls it; None: the file's calls decide."""
+        if self._grad_owned(function) or self._referenced(function):
+            return True
+        elsewhere = self.model.project_callers_hold(function, "grad")
+        if elsewhere is False:
+            return False
+        if not self.call_sites(function):
+            return elsewhere is True
+        return None
+
+    def _callers_hold_grad_off(self, function: cst.FunctionDef, holds: dict) -> bool:
+        unasked = self._callers_unasked(function)
+        if unasked is not None:
+            return unasked
+        for site in self.call_sites(function):
+            here = self._grad_off_here(site)
+            if here is None:
+                caller = self.function_of[site]
+                here = caller is not None and self._grad_off_callers.get(caller, holds.get(caller, False))
+            if not here:
+                return False
+        return True
 
     def _grad_context(self, expr: cst.BaseExpression, seen: frozenset = frozenset()) -> bool:
         """A ``with`` item (or decorator) that sets the gradient mode: a grad context, an
@@ -329,12 +393,14 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         taken = {f for s in scopes if s.kind == "statement" for f in s.forwards}
         found = []
         for function in self.functions:
-            if self._framework_owned(function) or self._function_trains(function) or self._backward_calls_in(function):
+            own = self._own_module_passes(function)
+            if (own is None and self._framework_owned(function)) or self._function_trains(function) or self._backward_calls_in(function):
                 continue
             passes = [f for s in scopes if s.function is function for f in s.forwards]
             forwards = [
                 c for c in self.calls_in.get(function, ())
-                if c not in taken and not covered(c) and not self._in_lambda(c) and self.known_forward(c)
+                if c not in taken and not covered(c) and not self._in_lambda(c)
+                and (self.known_forward(c) if own is None else own(c))
                 and not self._applied_to_outputs(c, passes)
                 # (a shape check, a demo on made-up tensors: predicts nothing)
                 and not self._shape_read_only(c) and not self._on_random_input(c)
@@ -347,6 +413,35 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 beside = any(not self.is_inference(c) for c in others)
                 found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
         return found
+
+    def _own_module_passes(self, function: cst.FunctionDef) -> Callable[[cst.Call], bool] | None:
+        """For a method of an ``nn.Module`` subclass that runs the module itself or its
+        submodules outside ``forward`` (a model's ``predict``, ``tile_predict``, ``encode``
+        helper): which calls there are such passes (``self(x)``, ``self.forward(x)``,
+        ``self.net(x)``). None for any other function, and for the methods the module runs as
+        part of its own forward pass: ``forward``, special methods, and a method named by a
+        hook (whose callers are a framework's)."""
+        if not self.module_method(function):
+            return None
+        method = next((f for f in self._enclosing_functions(function) if self._is_method(f)), None)
+        if method is None or not method.params.params or method.name.value == "forward" or method.name.value.startswith("__"):
+            return None
+        if any(isinstance(d.decorator, cst.Name) and d.decorator.value in ("classmethod", "staticmethod") for d in method.decorators):
+            return None  # its first parameter is the class, or not the module at all
+        owner = method.params.params[0].name.value
+
+        def own(call: cst.Call) -> bool:
+            # What it returns is its callers' to turn gradients off for (each caller's pass
+            # is reported where it is inference): only what the method itself ends counts.
+            module = called_module(call)
+            return (
+                isinstance(_chain_root(module), cst.Name)
+                and _chain_root(module).value == owner
+                and self.is_forward(call, function)
+                and not self.model.gradient_flow.returned(call)
+            )
+
+        return own
 
     def is_forward(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
         """A forward pass: a call of a module (``runs_module``), or of a method of a module
@@ -750,12 +845,16 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         """Whether the function is passed around by name, or called (directly or through
         other functions) from one that is: a forward function handed to an attribution method
         (``IntegratedGradients(forward_func)``), whose output that method differentiates."""
-        if function in seen:
-            return False
-        if self._referenced(function):
-            return True
-        callers = {self.function_of[site] for site in self.call_sites(function)} - {None}
-        return any(self.reached_from_callback(caller, seen | {function}) for caller in callers)
+        reached, stack = set(seen), [function]
+        while stack:  # every function that calls it, directly or through others
+            current = stack.pop()
+            if current in reached:
+                continue
+            if self._referenced(current):
+                return True
+            reached.add(current)
+            stack.extend({self.function_of[site] for site in self.call_sites(current)} - {None} - reached)
+        return False
 
     def bound_inside(self, scope: EvalScope) -> bool:
         """The scope's model is created inside the evaluation function (not a parameter)."""

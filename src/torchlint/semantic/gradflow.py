@@ -63,6 +63,8 @@ _DETACHING_BUILTINS = frozenset(
      "abs", "divmod", "hasattr", "callable", "issubclass"}
 )
 _BUILTINS = frozenset(dir(builtins))
+# Builtins that give the elements of their arguments: ``for i, s in enumerate(sentences)``.
+_ITERATING_BUILTINS = frozenset({"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "filter"})
 _MAX_STEPS = 4000  # expressions followed for one forward pass before the answer is unknown
 
 
@@ -234,7 +236,7 @@ class GradientFlow:
         if isinstance(func, cst.Attribute) and model.kind(func.value) is None:
             receiver = func.value
             if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls") and self._holds_values(receiver):
-                found += self._name_reads(receiver)
+                found += self._name_reads(receiver) + self._aliased_reads(receiver)
             elif isinstance(receiver, cst.Attribute):
                 found += self._attribute_reads(receiver.attr.value)
         # A function of the file given the value: follow it into its parameter.
@@ -291,11 +293,13 @@ class GradientFlow:
         killers = [b for b in bindings if b is not target and not isinstance(model.parent(b), cst.AugAssign)]
         start = model.start_key(target)
         loops = [a for a in self._own_ancestors(target) if isinstance(a, (cst.For, cst.While))]
+        # `h = rnn(x, h)`: the value is read before the binding is made (or next iteration).
+        assigned = next((a.value for a in self._own_ancestors(target) if isinstance(a, (cst.Assign, cst.AnnAssign))), None)
         found: list[cst.CSTNode] = []
         for access in scope.accesses[name]:
             read = access.node
             position = model.start_key(read)
-            if position > start:
+            if position > start and not (assigned is not None and model.inside(read, assigned)):
                 if not any(start < model.start_key(k) < position and self._runs_before(k, read) for k in killers):
                     found.append(read)
             else:
@@ -364,6 +368,53 @@ class GradientFlow:
             raise _Unknown
         return found
 
+    def _aliased_reads(self, name: cst.Name, seen: frozenset = frozenset()) -> list[cst.CSTNode]:
+        """The reads of the objects that ``name`` is a part of: ``layer`` bound by ``for layer
+        in self.lm.layers`` or ``m = meters[0]`` is reached through ``self.lm`` and ``meters``
+        too, so what ``layer.condition(x)`` keeps in it is read wherever they are. A part of
+        a parameter's object (``for s in sentences: s.set_embedding(e)``) is the caller's:
+        what it keeps is read where the caller reads it, which is not followed."""
+        found: list[cst.CSTNode] = []
+        for assignment in self.model.assignments(name):
+            target = assignment.node
+            if isinstance(target, cst.Param) and target.name.value not in ("self", "cls"):
+                raise _Unknown
+            parent = self.model.parent(target)
+            if isinstance(parent, cst.For) and parent.target is target:
+                source = parent.iter
+            elif isinstance(parent, cst.Element) and isinstance(self.model.parent(self.model.parent(parent)), cst.For):
+                source = self.model.parent(self.model.parent(parent)).iter  # `for i, s in enumerate(sentences)`
+            elif isinstance(parent, cst.AssignTarget) and parent.target is target:
+                source = self.model.parent(parent).value
+            else:
+                continue
+            for root, attribute in self._containers(source):
+                if root.value in ("self", "cls"):
+                    if attribute is not None:
+                        found += self._attribute_reads(attribute)
+                elif root.value not in seen and root.value != name.value and self._holds_values(root):
+                    found += self._name_reads(root) + self._aliased_reads(root, seen | {name.value})
+        return found
+
+    def _containers(self, source: cst.BaseExpression) -> Iterator[tuple[cst.Name, str | None]]:
+        """The names an element or part of ``source`` comes from, each with the attribute read
+        of it first (``self.lm.layers()``: ``self``, ``"lm"``; ``enumerate(xs)``: ``xs``)."""
+        attribute = None
+        while isinstance(source, (cst.Attribute, cst.Subscript, cst.Call)):
+            if isinstance(source, cst.Call):
+                if isinstance(source.func, cst.Name) and source.func.value in _ITERATING_BUILTINS:
+                    for arg in source.args:
+                        yield from self._containers(arg.value)
+                    return
+                if not isinstance(source.func, cst.Attribute):
+                    return  # `Meter()`: a new object
+                source = source.func
+            if isinstance(source, cst.Attribute):
+                attribute = source.attr.value
+            source = source.value
+        if isinstance(source, cst.Name):
+            yield source, attribute
+
     def _attribute_reads(self, attr: str) -> list[cst.CSTNode]:
         """Every read of an attribute of that name in the file (``self.saved_log_probs``,
         ``policy.saved_log_probs``): an object's attribute may be read wherever it is."""
@@ -384,6 +435,8 @@ class GradientFlow:
             isinstance(a, cst.Lambda) for a in self._own_ancestors(statement)
         ):
             raise _Unknown
+        if _called_implicitly(self.model, function):
+            raise _Unknown  # `model(x)` calls `forward`: its callers are everywhere
         sites = self.call_sites(function)
         if sites is None:
             raise _Unknown  # passed around by name: its callers are unknown
@@ -464,6 +517,15 @@ class _Reaches(Exception):
 
 class _Unknown(Exception):
     pass
+
+
+def _called_implicitly(model: SemanticModel, function: cst.FunctionDef) -> bool:
+    """A method Python or ``nn.Module`` calls without naming it: ``forward`` (``model(x)``)
+    and special methods (``__call__``, ``__getitem__``)."""
+    name = function.name.value
+    return isinstance(model.parent(model.parent(function)), cst.ClassDef) and (
+        name == "forward" or (name.startswith("__") and name.endswith("__"))
+    )
 
 
 class _Returned(Exception):

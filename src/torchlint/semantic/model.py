@@ -580,11 +580,16 @@ class FileModel:
 
     def project_callers_hold(self, function: cst.FunctionDef, fact: str) -> bool | None:
         """Whether ``fact`` (``"grad"``: gradients off, ``"eval"``: eval mode) holds at every
-        call of a top-level function of this file in the project's other files; None when
-        no other file calls it (``ProjectView.callers_hold``)."""
-        if self.project is None or not isinstance(self.parent(function), cst.Module):
+        call of a top-level function of this file in the project's other files, or of a
+        method of one of its classes, ``x.name(...)`` (``"grad"`` only); None when no other
+        file calls it (``ProjectView.callers_hold``, ``method_callers_hold``)."""
+        if self.project is None:
             return None
-        return self.project.callers_hold(function.name.value, fact)
+        if isinstance(self.parent(function), cst.Module):
+            return self.project.callers_hold(function.name.value, fact)
+        if isinstance(self.parent(self.parent(function)), cst.ClassDef):
+            return self.project.method_callers_hold(function.name.value, fact)
+        return None
 
     def project_callers_backprop(self, function: cst.FunctionDef) -> bool | None:
         """Whether a call of a top-level function of this file in the project's other files

@@ -164,45 +164,66 @@ class ModeFacts:
         framework classes (Lightning, Hugging Face ``Trainer``, Ignite) and of ``nn.Module``
         subclasses (the caller puts a module in eval mode), and tests."""
         if function not in self._owned_cache:
-            self._owned_cache[function] = self._owns_mode(function)
-        return self._owned_cache[function]
+            self._owned_cache[function] = self._owner(function)
+        return self._owned_cache[function] is not None
 
-    def _owns_mode(self, function: cst.FunctionDef) -> bool:
+    def _grad_owned(self, function: cst.FunctionDef) -> bool:
+        """Code whose gradients someone else sets: as ``_framework_owned``, but a method of an
+        ``nn.Module`` subclass sets its own (``@torch.no_grad()`` on a model's ``predict``)."""
+        self._framework_owned(function)
+        return self._owned_cache[function] not in (None, "module")
+
+    def module_method(self, function: cst.FunctionDef) -> bool:
+        """A method (or a function in one) of an ``nn.Module`` subclass, owned by nothing else."""
+        self._framework_owned(function)
+        return self._owned_cache[function] == "module"
+
+    def _owner(self, function: cst.FunctionDef) -> str | None:
+        """Who sets the mode of ``function``'s code: ``"framework"`` (a hook, a framework's
+        class, a test), ``"module"`` (a method of an ``nn.Module`` subclass), or None."""
         for f in self._enclosing_functions(function):
             if self._is_method(f) and _FRAMEWORK_HOOKS.match(f.name.value):
-                return True
+                return "framework"
             if self._is_pytest_test(f):
-                return True
+                return "framework"
+        owner = None
         cls = self._class_of(function)
         while cls is not None:
-            if self._class_owns_mode(cls, frozenset()):
-                return True
+            found = self._class_owner(cls, frozenset())
+            if found == "framework":
+                return found
+            owner = owner or found
             enclosing = self.model.enclosing_function(cls)
             cls = self._class_of(enclosing) if enclosing is not None else None
-        return False
+        return owner
 
-    def _class_owns_mode(self, cls: cst.ClassDef, seen: frozenset) -> bool:
+    def _class_owner(self, cls: cst.ClassDef, seen: frozenset) -> str | None:
         from torchlint.semantic.model import Kind
 
         info = self.model.classes.get(cls)
         if info is None or cls in seen:
-            return False
+            return None
         if cls.name.value.startswith("Test") or cls.name.value.endswith("TestCase") or any(b.endswith("TestCase") for b in info.base_names):
-            return True
+            return "framework"
         if any(base.startswith(_FRAMEWORK_PACKAGES) for base in info.base_names):
-            return True
-        if self.model.class_kind(info) is Kind.MODULE:
-            return True
-        if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body):
-            return True  # a module whose base class lives in another file
-        if cls.bases and self._holds_layers(info):
-            return True  # the same, building its layers in __init__
+            return "framework"
+        owner = None
         for arg in cls.bases:
             if isinstance(arg.value, cst.Name):
                 for assignment in self.model.assignments(arg.value):
-                    if isinstance(assignment.node, cst.ClassDef) and self._class_owns_mode(assignment.node, seen | {cls}):
-                        return True
-        return False
+                    if isinstance(assignment.node, cst.ClassDef):
+                        owner = owner or self._class_owner(assignment.node, seen | {cls})
+                        if owner == "framework":
+                            return owner
+        if owner is not None:
+            return owner
+        if self.model.class_kind(info) is Kind.MODULE:
+            return "module"
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in cls.body.body):
+            return "module"  # a module whose base class lives in another file
+        if cls.bases and self._holds_layers(info):
+            return "module"  # the same, building its layers in __init__
+        return None
 
     def _holds_layers(self, info) -> bool:
         """A class that builds ``torch.nn`` layers into its attributes (``self.fc =

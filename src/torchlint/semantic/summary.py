@@ -108,9 +108,10 @@ class ModuleSummary:
     # Names of possible project functions used other than by calling them (a callback).
     references: tuple[str, ...] = ()
     # Calls of methods, ``x.name(...)`` on what no import names: (name, the top-level
-    # function whose own body calls it or "", whether what it returns is used), once each;
-    # and the attribute names read other than by calling them (``callback=self.step``).
-    method_calls: tuple[tuple[str, str, bool], ...] = ()
+    # function whose own body calls it or "", whether what it returns is used, whether it
+    # runs with gradients off), once each; and the attribute names read other than by
+    # calling them (``callback=self.step``).
+    method_calls: tuple[tuple[str, str, bool, bool], ...] = ()
     method_references: tuple[str, ...] = ()
     star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
     # What the file reads as a module of what ``torch.load`` gives (``_Sites._module_read``):
@@ -585,7 +586,7 @@ class _Sites(ast.NodeVisitor):
         self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
         self.calls: list[CallSite] = []
         self.references: list[str] = []
-        self.method_calls: list[tuple[str, str, bool]] = []
+        self.method_calls: list[tuple[str, str, bool, bool]] = []
         self.method_references: list[str] = []
         self.module_body = self.body = _Body("", owned=False, grad=False)  # the body being walked
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
@@ -638,7 +639,13 @@ class _Sites(ast.NodeVisitor):
         decorated = isinstance(node, ast.FunctionDef) and any(self._grad_context(d) for d in node.decorator_list)
         inherited = self.body.grad or self.grad_withs > 0 or self.body.grad_statement if self.scopes else False
         saved = self.body, self.grad_withs
-        self.body = _Body(node.name if not self.scopes else "", self.body.owned or self._owned(node, cls), decorated or inherited)
+        owner = self._owned(node, cls)
+        self.body = _Body(
+            node.name if not self.scopes else "",
+            self.body.owned or owner is not None,
+            decorated or inherited,
+            grad_owned=self.body.grad_owned or owner == "framework",
+        )
         self.grad_withs = 0
         if self.scopes:
             self._walk_body(node)
@@ -675,7 +682,7 @@ class _Sites(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         saved = self.body
-        self.body = _Body("", saved.owned, saved.grad or self.grad_withs > 0)
+        self.body = _Body("", saved.owned, saved.grad or self.grad_withs > 0, grad_owned=saved.grad_owned)
         self.generic_visit(node)
         self.body = saved
 
@@ -687,18 +694,22 @@ class _Sites(ast.NodeVisitor):
             self.visit(statement)
         self.scopes.pop()
 
-    def _owned(self, function: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None) -> bool:
-        """As ``EvaluationFacts._framework_owned``, from what one file's ``ast`` shows."""
+    def _owned(self, function: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None) -> str | None:
+        """As ``EvaluationFacts._owner``, from what one file's ``ast`` shows: ``"framework"``
+        (a hook, a framework's class, a test), ``"module"`` (an ``nn.Module`` subclass's
+        method, which sets its own gradients), or None."""
         if function.name.startswith("test"):
-            return True
+            return "framework"
         if cls is None:
-            return False
+            return None
         if self.hooks.match(function.name) or cls.name.startswith("Test") or cls.name.endswith("TestCase"):
-            return True
+            return "framework"
         bases = [self.summarizer.qualify(b) or "" for b in cls.bases]
-        if any(b.startswith((*self.frameworks, "torch.nn.")) or b.endswith("TestCase") for b in bases):
-            return True
-        return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "forward" for s in cls.body)
+        if any(b.startswith(self.frameworks) or b.endswith("TestCase") for b in bases):
+            return "framework"
+        if any(b.startswith("torch.nn.") for b in bases):
+            return "module"
+        return "module" if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "forward" for s in cls.body) else None
 
     # --- gradients
 
@@ -814,7 +825,8 @@ class _Sites(ast.NodeVisitor):
             )
         func = node.func
         if target is None and isinstance(func, ast.Attribute):
-            self.method_calls.append((func.attr, self.body.function, id(node) not in self.discarded))
+            grad_off = self.body.grad or self.grad_withs > 0 or self.body.grad_statement
+            self.method_calls.append((func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned)))
         if (isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward")) or (
             self.summarizer.qualify(func) or ""
         ) in ("torch.autograd.grad", "torch.autograd.backward"):
@@ -855,6 +867,7 @@ class _Body:
     built: dict[str, str] = field(default_factory=dict)  # local name -> the call that built it
     loaded: dict[str, str] = field(default_factory=dict)  # local name -> the part of a load it holds
     grad_statement: bool = False  # torch.set_grad_enabled(False) so far
+    grad_owned: bool = False  # in code whose gradients a framework sets (a hook, a test), not a module's method
 
     def copy(self) -> _Body:
         return replace(self, modes=list(self.modes), built=dict(self.built), loaded=dict(self.loaded))

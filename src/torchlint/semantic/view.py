@@ -422,7 +422,7 @@ class ProjectView:
         sites, references = self.index.method_callers(name)
         if references - {self.path}:
             return True
-        sites = [(p, body, used) for p, body, used in sites if p != self.path]
+        sites = [(p, body, used) for p, body, used, _ in sites if p != self.path]
         if not sites:
             return None
         for path, body, used in sites:
@@ -430,6 +430,22 @@ class ProjectView:
             if used and summary is not None and any(c.target == BACKWARD_TARGET and c.function == body for c in summary.calls):
                 return True
         return False
+
+    def method_callers_hold(self, name: str, fact: str) -> bool | None:
+        """As ``callers_hold``, for a method of this file's classes, for ``"grad"``: whether
+        every call ``x.name(...)`` in another file runs with gradients off (or in code a
+        framework owns). True when another file reads ``.name`` other than by calling it (its
+        callers are unknown); None when no other file calls it, or for another fact. Calls of
+        any object's method of that name count, as in ``method_callers_backprop``."""
+        if fact != "grad":
+            return None
+        sites, references = self.index.method_callers(name)
+        if references - {self.path}:
+            return True
+        sites = [grad_off for p, _, _, grad_off in sites if p != self.path]
+        if not sites:
+            return None
+        return all(sites)
 
     def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
         if call.owned:
@@ -507,7 +523,7 @@ class ProjectView:
 # can depend on (the other files, and the file's own name).
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
-    "callers_backprop", "runs_forward", "method_callers_backprop", "star_imports_torch", "module_loads",
+    "callers_backprop", "runs_forward", "method_callers_backprop", "method_callers_hold", "star_imports_torch", "module_loads",
     "oldest_torch", "newest_torch", "returns_argument",
 )
 
@@ -567,6 +583,9 @@ class AskedView:
 
     def method_callers_backprop(self, name: str) -> bool | None:
         return self._ask("method_callers_backprop", name)
+
+    def method_callers_hold(self, name: str, fact: str) -> bool | None:
+        return self._ask("method_callers_hold", name, fact)
 
     def star_imports_torch(self, module: str) -> bool | None:
         return self._ask("star_imports_torch", module)
