@@ -155,6 +155,46 @@ CASES = {
         batch = buffer.sample()
         criterion(batch).backward()
     """),
+    "handed to a part of a module that its forward pass uses": (UNKNOWN, """
+        import torch.nn as nn
+
+        class Flamingo(nn.Module):
+            def condition(self, images):
+                vision = self.resampler(images)  # <- self.resampler
+                for layer in self.lang_model.layers():
+                    layer.condition_on(vision)
+
+            def forward(self, images, text):
+                self.condition(images)
+                return self.lang_model(text)
+    """),
+    "kept in an element of a metric list, read for a metric": (NEVER, """
+        meters = [Meter()]
+        for x in loader:
+            meter = meters[0]
+            meter.add(model(x))  # <-
+        print(meters[0].value().item())
+    """),
+    "set on the caller's objects": (UNKNOWN, """
+        def embed(sentences):
+            for index, sentence in enumerate(sentences):
+                sentence.set_embedding(model(sentence.tensor))  # <-
+    """),
+    "returned from forward: module calls are its callers": (UNKNOWN, """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return self.body(x)  # <- self.body
+
+            def predict(self, x):
+                return self.forward(x).argmax(1).tolist()
+    """),
+    "the hidden state given back to the call that made it": (NEVER, """
+        hidden = init_hidden()
+        prediction, _, hidden = model(x, hidden)  # <-
+        print(criterion(prediction, y).item())
+    """),
 }
 
 

@@ -394,7 +394,10 @@ class GradientFlow:
                         found += self._attribute_reads(attribute)
                 elif root.value not in seen and root.value != name.value and self._holds_values(root):
                     found += self._name_reads(root) + self._aliased_reads(root, seen | {name.value})
-        return found
+        # Calling the object that holds it (`self.lang_model(text)` after its layers were
+        # conditioned on the value) computes from it.
+        calls = [self.model.parent(read) for read in found]
+        return found + [c for c, read in zip(calls, found) if isinstance(c, cst.Call) and c.func is read]
 
     def _containers(self, source: cst.BaseExpression) -> Iterator[tuple[cst.Name, str | None]]:
         """The names an element or part of ``source`` comes from, each with the attribute read
