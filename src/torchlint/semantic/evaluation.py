@@ -727,7 +727,7 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
             return False
         switched = before[-1].node.func
         root = _code(_root(called_module(call)))
-        if not isinstance(switched, cst.Attribute) or _code(_root(switched.value)) != root:
+        if not isinstance(switched, cst.Attribute) or self._switched_module(before[-1].node) != root:
             return False
         if any(self._freezes(c, root) for c in self.calls_in.get(function, ()) if self._start(c) < self._start(call)):
             return False  # `m.eval().requires_grad_(False)`: no graph is recorded
@@ -740,7 +740,40 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
             for s in statement.body
         ):
             return False  # the output is thrown away: run for its side effects (hooks, counters)
-        return not any(self._start(t) > before[-1].position for t in self._training_points(function))
+        # Nothing trains between the switch and the pass (also in a loop around the pass alone:
+        # its next iteration); training after it (a notebook's later cell) uses other outputs.
+        switch, start = before[-1], self._start(call)
+        loops = [
+            a for a in self.model.ancestors(call)
+            if isinstance(a, (cst.For, cst.While)) and not self._inside(switch.node, a) and self.function_of.get(a) is function
+        ]
+        return not any(
+            switch.position < self._start(t) < start or any(self._inside(t, loop) for loop in loops)
+            for t in self._training_points(function)
+        )
+
+    def _switched_module(self, switch: cst.Call) -> str:
+        """The module a ``.eval()`` call switches: its receiver's root (``model`` in
+        ``model.module.eval()``), or the name a construction switched on the spot is bound
+        to (``resnet`` in ``resnet = Net(pretrained=True).eval().to(device)``)."""
+        receiver = switch.func.value
+        base = receiver
+        while isinstance(base, (cst.Call, cst.Attribute)) and not (isinstance(base, cst.Call) and not isinstance(base.func, cst.Attribute)):
+            base = base.func.value if isinstance(base, cst.Call) else base.value  # `model.float().eval()`: model
+        if not isinstance(base, cst.Call):
+            return _code(base)
+        if isinstance(receiver, cst.Call):
+            node: cst.CSTNode = switch
+            parent = self.model.parent(node)
+            while isinstance(parent, (cst.Attribute, cst.Call)) and (
+                parent.value is node if isinstance(parent, cst.Attribute) else parent.func is node
+            ):
+                node, parent = parent, self.model.parent(parent)
+            if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+                target = parent.targets[0].target
+                if isinstance(target, (cst.Name, cst.Attribute)):
+                    return _code(_root(target))
+        return _code(_root(receiver))
 
     def _eval_switches(self, function: cst.FunctionDef | None) -> tuple[list[_ModeEvent], list[float]]:
         """A function's mode events and their positions, when one of them is an eval switch

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.semantic.model import call_argument
+from torchlint.semantic.model import MODULE_RETURNS_SELF, call_argument
 from torchlint.semantic.training import code
 from torchlint.semantic.names import _EvalDataNames, _is_model_noun, words
 
@@ -201,13 +201,20 @@ class ForwardPasses:
 
     @cached_property
     def _module_receivers(self) -> set[str]:
-        """Expressions that module-only methods are called on (``model.load_state_dict``)."""
-        return {
-            _code(c.func.value)
-            for name in _MODULE_ONLY_METHODS
-            for c in self.calls_by_name.get(name, ())
-            if isinstance(c.func, cst.Attribute) and (name != EVAL or not c.args)
-        }
+        """Expressions that module-only methods are called on (``model.load_state_dict``),
+        also at the end of a chain of methods a module gives itself back from
+        (``detector.float().eval()``)."""
+        found = set()
+        for name in _MODULE_ONLY_METHODS:
+            for c in self.calls_by_name.get(name, ()):
+                if not isinstance(c.func, cst.Attribute) or (name == EVAL and c.args):
+                    continue
+                receiver = c.func.value
+                found.add(_code(receiver))
+                while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value in MODULE_RETURNS_SELF:
+                    receiver = receiver.func.value
+                    found.add(_code(receiver))
+        return found
 
     def runs_module(
         self, expr: cst.BaseExpression, function: cst.FunctionDef | None, call: cst.Call | None = None, guess: bool = True
