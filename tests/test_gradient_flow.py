@@ -190,6 +190,12 @@ CASES = {
             def predict(self, x):
                 return self.forward(x).argmax(1).tolist()
     """),
+    "scaled in a comprehension that rebinds the name, then given to a model that is returned": (UNKNOWN, """
+        def apply_model(x):
+            control = control_model(x)  # <- control_model
+            control = [c * s for c, s in zip(control, scales)]
+            return unet(x, control=control)
+    """),
     "the hidden state given back to the call that made it": (NEVER, """
         hidden = init_hidden()
         prediction, _, hidden = model(x, hidden)  # <-

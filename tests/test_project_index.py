@@ -714,3 +714,29 @@ def test_a_project_too_large_to_read_makes_the_fix_unsafe(tmp_path, monkeypatch)
     assert (project / "train.py").read_text() == before
     run("check", "--no-cache", "--select", "TL501", "--fix", "--unsafe-fixes", "--exit-zero", "-j", "1", str(project))
     assert (project / "train.py").read_text() == (PROJECTS / "checkpoint_loaded_as_weights" / "train.fixed.py").read_text()
+
+
+def test_a_caller_in_another_file_that_returns_the_result_makes_it_unknown(tmp_path):
+    """A caller that gives what it gets on (``return crit(model_output, y)`` in a loss
+    method whose own caller backpropagates) may have it differentiated beyond what the
+    summary follows: a function's or a method's result used in a function that returns a
+    value is not known inference (ControlNet's ``apply_model`` through ``p_losses``)."""
+    denoiser = (
+        "import torch\nfrom torch import nn\n\n\nclass Denoiser(nn.Module):\n"
+        "    def apply_model(self, x):\n        control = self.control(x)\n"
+        "        control = [c * 2 for c in control]\n        return self.unet(x, control)\n\n\n"
+        "def denoise(model, x):\n    return model(x)\n"
+    )
+    loss = (
+        "from denoiser import denoise\n\n\ndef p_losses(model, x):\n    out = model.apply_model(x)\n"
+        "    return (out - x).pow(2).mean()\n\n\ndef losses(model, x):\n    return denoise(model, x).mean()\n"
+    )
+    reader = "from denoiser import denoise\n\nprint(model.apply_model(x).tolist(), denoise(net, x).tolist())\n"
+    _tree(tmp_path, {"denoiser.py": denoiser, "report.py": reader})
+    view = build_index([tmp_path / "denoiser.py"], tmp_path).view(tmp_path / "denoiser.py")
+    assert (view.method_callers_backprop("apply_model"), view.callers_backprop("denoise")) == (False, False)
+    (tmp_path / "losses.py").write_text(loss)
+    view = build_index([tmp_path / "denoiser.py"], tmp_path).view(tmp_path / "denoiser.py")
+    assert (view.method_callers_backprop("apply_model"), view.callers_backprop("denoise")) == (True, True)
+    os.chdir(tmp_path)
+    assert "TL402" not in run("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", "denoiser.py").output

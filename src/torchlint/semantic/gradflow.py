@@ -292,7 +292,8 @@ class GradientFlow:
             return self._name_reads(target)  # (a `global`'s binding, resolved elsewhere)
         killers = [b for b in bindings if b is not target and not isinstance(model.parent(b), cst.AugAssign)]
         start = model.start_key(target)
-        loops = [a for a in self._own_ancestors(target) if isinstance(a, (cst.For, cst.While))]
+        # (a comprehension's element reads its target textually before it: its own loop)
+        loops = [a for a in self._own_ancestors(target) if isinstance(a, (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp))]
         # `h = rnn(x, h)`: the value is read before the binding is made (or next iteration).
         assigned = next((a.value for a in self._own_ancestors(target) if isinstance(a, (cst.Assign, cst.AnnAssign))), None)
         found: list[cst.CSTNode] = []
@@ -300,7 +301,7 @@ class GradientFlow:
             read = access.node
             position = model.start_key(read)
             if position > start and not (assigned is not None and model.inside(read, assigned)):
-                if not any(start < model.start_key(k) < position and self._runs_before(k, read) for k in killers):
+                if not any(start < model.start_key(k) < position and self._runs_before(k, read) and not self._reads_first(k, read) for k in killers):
                     found.append(read)
             else:
                 loop = next((l for l in loops if model.inside(read, l)), None)
@@ -316,6 +317,16 @@ class GradientFlow:
             if isinstance(parent, cst.AugAssign) and binding is not target and self._total_reached(target, binding, killers, loops):
                 found.append(binding)
         return found
+
+    def _reads_first(self, rebinding: cst.Name, read: cst.CSTNode) -> bool:
+        """Whether ``read`` is in the value the rebinding assigns (``out = [o * s for o in
+        out]``): it runs before the name is bound again."""
+        for ancestor in self._own_ancestors(rebinding):
+            if isinstance(ancestor, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                return ancestor.value is not None and self.model.inside(read, ancestor.value)
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+        return False
 
     def _total_reached(self, target: cst.Name, total: cst.Name, killers: list, loops: list) -> bool:
         """Whether the binding at ``target`` reaches the ``+=`` of ``total``: later, with no

@@ -91,6 +91,9 @@ class CallSite:
     args: tuple[str, ...]
     keywords: tuple[tuple[str, str], ...]
     used: bool = True  # what it returns is used (not a statement of its own, thrown away)
+    # The function that makes the call gives a value back (``return x``): what the call
+    # returns may go on to its callers, whose backward passes this summary does not see.
+    returning: bool = False
 
 
 # The target of a pseudo call that marks a body calling a backward pass (`loss.backward()`,
@@ -109,9 +112,9 @@ class ModuleSummary:
     references: tuple[str, ...] = ()
     # Calls of methods, ``x.name(...)`` on what no import names: (name, the top-level
     # function whose own body calls it or "", whether what it returns is used, whether it
-    # runs with gradients off), once each; and the attribute names read other than by
-    # calling them (``callback=self.step``).
-    method_calls: tuple[tuple[str, str, bool, bool], ...] = ()
+    # runs with gradients off, whether the calling function returns a value), once each;
+    # and the attribute names read other than by calling them (``callback=self.step``).
+    method_calls: tuple[tuple[str, str, bool, bool, bool], ...] = ()
     method_references: tuple[str, ...] = ()
     star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
     # What the file reads as a module of what ``torch.load`` gives (``_Sites._module_read``):
@@ -586,7 +589,7 @@ class _Sites(ast.NodeVisitor):
         self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
         self.calls: list[CallSite] = []
         self.references: list[str] = []
-        self.method_calls: list[tuple[str, str, bool, bool]] = []
+        self.method_calls: list[tuple[str, str, bool, bool, bool]] = []
         self.method_references: list[str] = []
         self.module_body = self.body = _Body("", owned=False, grad=False)  # the body being walked
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
@@ -645,6 +648,7 @@ class _Sites(ast.NodeVisitor):
             self.body.owned or owner is not None,
             decorated or inherited,
             grad_owned=self.body.grad_owned or owner == "framework",
+            returning=_returns_value(node),
         )
         self.grad_withs = 0
         if self.scopes:
@@ -821,12 +825,15 @@ class _Sites(ast.NodeVisitor):
                     args=tuple(self._built(a) for a in node.args),
                     keywords=tuple((k.arg, self._built(k.value)) for k in node.keywords if k.arg),
                     used=id(node) not in self.discarded,
+                    returning=self.body.returning,
                 )
             )
         func = node.func
         if target is None and isinstance(func, ast.Attribute):
             grad_off = self.body.grad or self.grad_withs > 0 or self.body.grad_statement
-            self.method_calls.append((func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned)))
+            self.method_calls.append(
+                (func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned), self.body.returning)
+            )
         if (isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward")) or (
             self.summarizer.qualify(func) or ""
         ) in ("torch.autograd.grad", "torch.autograd.backward"):
@@ -858,6 +865,21 @@ class _Sites(ast.NodeVisitor):
             self.references.append(target)
 
 
+def _returns_value(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a ``return`` with a value (or a ``yield``) of the function's own runs."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            return True
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 @dataclass
 class _Body:
     function: str  # the top-level function it is, or ""
@@ -868,6 +890,7 @@ class _Body:
     loaded: dict[str, str] = field(default_factory=dict)  # local name -> the part of a load it holds
     grad_statement: bool = False  # torch.set_grad_enabled(False) so far
     grad_owned: bool = False  # in code whose gradients a framework sets (a hook, a test), not a module's method
+    returning: bool = False  # the function gives a value back (``CallSite.returning``)
 
     def copy(self) -> _Body:
         return replace(self, modes=list(self.modes), built=dict(self.built), loaded=dict(self.loaded))

@@ -397,7 +397,8 @@ class ProjectView:
     def callers_backprop(self, name: str) -> bool | None:
         """Whether a call of this file's top-level function ``name`` in another file may
         differentiate what it returns: its result is used in a body that calls a backward pass
-        (or a method's, or module-level code's, where any backward pass there counts). None
+        (or a method's, or module-level code's, where any backward pass there counts), or in
+        a function that returns a value (it may give the result on to callers that do). None
         when no other file calls it; True when one passes it around by name."""
         if self.index.referenced(self.path, name):
             return True
@@ -405,6 +406,8 @@ class ProjectView:
         if not calls:
             return None
         for path, call in calls:
+            if call.used and call.returning:
+                return True  # given on to that function's callers, which are not followed
             summary = self.index.summary(path)
             if call.used and summary is not None and any(
                 c.target == BACKWARD_TARGET and c.function == call.function for c in summary.calls
@@ -415,17 +418,20 @@ class ProjectView:
     def method_callers_backprop(self, name: str) -> bool | None:
         """As ``callers_backprop``, for a method of this file's classes: whether a call
         ``x.name(...)`` in another file may differentiate what it returns (its result used in
-        a body that calls a backward pass). True when another file reads ``.name`` other than
+        a body that calls a backward pass, or in a function that returns a value). True when
+        another file reads ``.name`` other than
         by calling it (a callback: its callers are unknown); None when no other file calls it.
         Calls of any object's method of that name count: which class a call reaches is not
         known, and more calls only make the answer less often False."""
         sites, references = self.index.method_callers(name)
         if references - {self.path}:
             return True
-        sites = [(p, body, used) for p, body, used, _ in sites if p != self.path]
+        sites = [(p, body, used, returning) for p, body, used, _, returning in sites if p != self.path]
         if not sites:
             return None
-        for path, body, used in sites:
+        for path, body, used, returning in sites:
+            if used and returning:
+                return True  # given on to that function's callers, which are not followed
             summary = self.index.summary(path)
             if used and summary is not None and any(c.target == BACKWARD_TARGET and c.function == body for c in summary.calls):
                 return True
@@ -442,7 +448,7 @@ class ProjectView:
         sites, references = self.index.method_callers(name)
         if references - {self.path}:
             return True
-        sites = [grad_off for p, _, _, grad_off in sites if p != self.path]
+        sites = [grad_off for p, _, _, grad_off, _ in sites if p != self.path]
         if not sites:
             return None
         return all(sites)
