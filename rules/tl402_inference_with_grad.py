@@ -16,10 +16,15 @@ class InferenceWithGrad(TorchRule):
     there or at every call of the evaluation function in the file. It also covers
     generation functions (`generate`, `sample`, `decode`) called in the file outside any
     training loop, and helpers (decoders, samplers) called only from evaluation code.
+    A method of an `nn.Module` subclass other than `forward` (a model's `tile_predict` or
+    `encode_features`) is reported where it runs the module or its submodules
+    (`self.forward(x)`, `self.encoder(x)`) and ends what they give within itself (`.data`,
+    NumPy, `.item()`), with gradients on at its calls, in this file and in the project's
+    other files (none seen: on). A method whose output is returned is left to its callers.
     Lightning's evaluation hooks are left alone (the framework turns gradients off), and so
     are plain functions used as models, `torch.nn` modules without parameters
-    (`nn.CosineSimilarity`, `nn.Softmax`: functions of their inputs), tests, methods of
-    `nn.Module` subclasses, forward passes on made-up tensors (`torch.rand(...)`) after
+    (`nn.CosineSimilarity`, `nn.Softmax`: functions of their inputs), tests, forward passes
+    on made-up tensors (`torch.rand(...)`) after
     loading weights, forward passes whose output only has its shape read (a model file's
     `test()` printing `net(torch.randn(...)).size()`, a notebook's
     `out, h = rnn(test_input, None)` checking `out.size()` and `h.size()`), and functions
@@ -29,7 +34,10 @@ class InferenceWithGrad(TorchRule):
     A forward pass is reported only when its output provably never reaches a backward pass
     (the semantic layer's gradient flow): not through a loss, a running total, a list or an
     attribute that is later backpropagated, a same-file helper that calls `backward()`, or a
-    `return` to a caller that does. Where the output cannot be followed (returned by a
+    `return` to a caller that does (or that returns it on: its callers are not followed).
+    A value handed to a part of another object (`for layer in self.lm.layers():
+    layer.condition(v)`) reaches that object and what calling it computes; one handed to the
+    caller's objects (`sentence.set_embedding(v)` over a parameter) cannot be followed. Where the output cannot be followed (returned by a
     function with no caller in the file or one passed around by name, yielded, thrown away
     as a warm-up or for its forward hooks), the rule stays silent: a name such as `predict`
     or `evaluate` never makes a pass inference on its own.

@@ -18,7 +18,9 @@ that reads like a model (``model``, ``net``, ``encoder``, ``best_model``...), a 
 module-only methods (``load_state_dict``, ``parameters``, ``eval``), or a parameter that a
 call in the file passes a known module to, in a file that imports torch. Code owned by a
 framework (Lightning and Hugging Face classes, Lightning hooks), the methods of an ``nn.Module``
-subclass (its caller owns the mode), and pytest or unittest tests are never evaluation code.
+subclass (its caller owns the mode), and pytest or unittest tests are never evaluation code;
+a module's own method other than ``forward`` owns its gradients, though: one whose passes
+through the module end within it (``.data``, NumPy) is an inference scope (``_flow_scopes``).
 
 Everything comes from one scan of the nodes the semantic model's collecting pass recorded;
 the rest is asked of the recorded calls, assignments and loops, by their order in the source.

@@ -14,8 +14,12 @@ of the source, following the value the pass returns:
   assigned it (``self.saved = out``) is followed to every read of that attribute in the file;
 - through calls: a same-file function given it as an argument is followed into its parameter;
 - through ``return``: to every call of the function in the file; a call in another file of
-  the project (the project index) whose result is used in a body that runs a backward pass
-  makes it unknown, as does a function with no caller in view.
+  the project (the project index) whose result is used in a body that runs a backward pass,
+  or in a function that returns a value, makes it unknown, as do a function with no caller
+  in view and ``forward`` (``model(x)`` calls it);
+- into objects a value is handed to (``meter.add(out)``), and the objects those are parts
+  of (``for layer in self.lm.layers(): layer.condition(out)``); a part of a parameter's
+  object is the caller's, unknown.
 
 Values that carry no graph end the path: ``.item()``, ``.tolist()``, ``.detach()``,
 ``.argmax()``, comparisons, ``float(...)``, ``len(...)``, ``print(...)``, f-strings, shapes,
