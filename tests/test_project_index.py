@@ -740,3 +740,27 @@ def test_a_caller_in_another_file_that_returns_the_result_makes_it_unknown(tmp_p
     assert (view.method_callers_backprop("apply_model"), view.callers_backprop("denoise")) == (True, True)
     os.chdir(tmp_path)
     assert "TL402" not in run("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", "denoiser.py").output
+
+
+def test_a_helper_that_ends_the_graph_ends_the_flow(tmp_path):
+    """``to_np(t)`` of another file (``t.cpu().detach().numpy()``), imported by name or
+    through a star import, gives back nothing of the graph: an agent's evaluation step that
+    returns ``to_np(self.network(state))`` is inference (DeepRL's ``eval_step``). A helper
+    that also keeps its argument (``CACHE.append(t)``) is not one."""
+    helpers = "def to_np(t):\n    return t.cpu().detach().numpy()\n\n\ndef keep(t):\n    CACHE.append(t)\n    return t.detach().numpy()\n"
+    agent = (
+        "import torch\nfrom {imports}\n\n\nclass Agent:\n    def __init__(self, net):\n        self.network = net\n\n"
+        "    def eval_step(self, state):\n        action = self.network(state)\n        return {helper}(action)\n"
+    )
+    caller = "def eval_episode(agent, env):\n    action = agent.eval_step(env.reset())\n    return env.step(action)\n"
+    summary = summarize(helpers)
+    assert {f.name: f.gives_no_graph for f in summary.functions} == {"to_np": True, "keep": False}
+    _tree(tmp_path, {
+        "utils.py": helpers, "base.py": caller,
+        "named.py": agent.format(imports="utils import to_np", helper="to_np"),
+        "star.py": agent.format(imports="utils import *", helper="to_np"),
+        "kept.py": agent.format(imports="utils import keep", helper="keep"),
+    })
+    os.chdir(tmp_path)
+    output = run("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", ".").output
+    assert sorted(_reported(output, tmp_path)) == [("named.py", 10, "TL402"), ("star.py", 10, "TL402")]

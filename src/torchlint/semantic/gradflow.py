@@ -234,6 +234,8 @@ class GradientFlow:
             raise _Reaches
         if qname in _DETACHING_FUNCTIONS or isinstance(func, cst.Name) and func.value in _DETACHING_BUILTINS and func.value in _BUILTINS and qname in (None, f"builtins.{func.value}", func.value):
             return []
+        if model.project_gives_no_graph(func):
+            return []  # a helper of another file that ends it (`to_np(t)`: `t.detach().numpy()`)
         found: list[cst.CSTNode] = [call]  # what a call returns may hold its arguments (`criterion(out, y)`)
         # A method given the value may keep it (`outs.append(out)`, `buffer.push(out)`): its
         # receiver then holds it. A module, an optimizer, a loss... computes from it (`model.test(z)`).

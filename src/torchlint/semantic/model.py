@@ -610,6 +610,24 @@ class FileModel:
         (``ProjectView.module_loads``); () without a project index, None when unknown."""
         return self.project.module_loads() if self.project is not None else ()
 
+    def project_gives_no_graph(self, func: cst.BaseExpression) -> bool:
+        """Whether the function ``func`` imported from another file of the project gives back
+        nothing that carries a graph of its arguments (``to_np(t)``: ``ProjectView.gives_no_graph``)."""
+        if self._project_fact(func, "gives_no_graph") is True:
+            return True
+        # A name the file never binds, from a star import (`from ..utils import *`: `to_np`).
+        return (
+            self.project is not None and isinstance(func, cst.Name) and not self.assignments(func)
+            and self._has_star_import and self.project.gives_no_graph(func.value) is True
+        )
+
+    @cached_property
+    def _has_star_import(self) -> bool:
+        return any(
+            isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar)
+            for node in self.module.body if isinstance(node, cst.SimpleStatementLine) for statement in node.body
+        )
+
     def project_returns_argument(self, func: cst.BaseExpression) -> int | None:
         """The position of the parameter that the function ``func`` imported from another
         file of the project gives back, itself or through a module's own methods

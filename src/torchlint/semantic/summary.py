@@ -69,6 +69,11 @@ class FunctionSummary:
     # what a module returns itself from (``model.module if parallel else model``,
     # ``model.to(device)``), the parameter never rebound; -1 when there is none.
     returns_argument: int = -1
+    # Every ``return`` gives back a value that carries no autograd graph, made on the spot
+    # (``t.cpu().detach().numpy()``, ``x.item()``, ``x.data``; ``_gives_no_graph``), and the
+    # function keeps nothing of its parameters elsewhere (no assignment to an attribute or
+    # subscript, no method call as a statement): what it is given ends there.
+    gives_no_graph: bool = False
 
 
 @dataclass(frozen=True)
@@ -479,6 +484,7 @@ class _Summarizer:
         return FunctionSummary(
             node.name, tuple(returns), tuple(events), self._requires_cuda(node),
             self._gpu_kernel(node), self._unconditional_calls(node), _returned_argument(node, returned, stored),
+            _gives_no_graph(node, returned),
         )
 
     def _gpu_kernel(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -965,6 +971,31 @@ def _layer_mode_free(layer: str, call: ast.Call) -> bool:
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0):
                 return False
     return not (layer in ("RNN", "LSTM", "GRU") and len(call.args) >= 6)
+
+
+def _gives_no_graph(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list) -> bool:
+    """``FunctionSummary.gives_no_graph``: ``def to_np(t): return t.cpu().detach().numpy()``."""
+    from torchlint.semantic.gradflow import _DETACHING_ATTRIBUTES, _DETACHING_METHODS
+
+    def no_graph(value: ast.expr | None) -> bool:
+        if isinstance(value, ast.IfExp):
+            return no_graph(value.body) and no_graph(value.orelse)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            return value.func.attr in _DETACHING_METHODS or value.func.attr in ("numpy", "tolist", "item")
+        return isinstance(value, ast.Attribute) and value.attr in _DETACHING_ATTRIBUTES
+
+    if isinstance(node, ast.AsyncFunctionDef) or not returned or not isinstance(node.body[-1], (ast.Return, ast.Raise)):
+        return False
+    for sub in _walk_function(node):
+        if isinstance(sub, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)):
+            return False
+        if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            if any(not isinstance(t, ast.Name) for t in targets):
+                return False  # `self.cache = t`, `out[i] = t`: kept beyond the call
+        if isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call):
+            return False  # `buffer.append(t)`: a call for what it does may keep it
+    return all(no_graph(value) for value in returned)
 
 
 def _returned_argument(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list, stored: set[str]) -> int:

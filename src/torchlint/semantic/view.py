@@ -516,6 +516,22 @@ class ProjectView:
         (``ProjectIndex.module_loads``); None: unknown."""
         return self.index.module_loads(self.path)
 
+    def gives_no_graph(self, qname: str) -> bool | None:
+        """Whether the project function ``qname`` gives back nothing that carries a graph of
+        what it is given (``FunctionSummary.gives_no_graph``); None when it is not one that
+        the index knows so."""
+        found = self.symbol(qname)
+        own = self.index.summary(self.path)
+        if found is None and "." not in qname and own is not None:
+            for module in own.star_imports:  # a bare name: through the file's star imports
+                named = self._star_binding(module, self.path, qname, 0)
+                if named is not None:
+                    found = self.symbol(*named)
+                    break
+        if found is None or not isinstance(found.definition, FunctionSummary) or not found.definition.gives_no_graph:
+            return None
+        return True
+
     def returns_argument(self, qname: str) -> int | None:
         """The position of the parameter the project function ``qname`` gives back
         (``FunctionSummary.returns_argument``); None when it is not one that does."""
@@ -530,7 +546,7 @@ class ProjectView:
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "method_callers_hold", "star_imports_torch", "module_loads",
-    "oldest_torch", "newest_torch", "returns_argument",
+    "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph",
 )
 
 
@@ -599,8 +615,27 @@ class AskedView:
     def module_loads(self) -> tuple[str, ...] | None:
         return self._ask("module_loads")
 
+    def gives_no_graph(self, qname: str) -> bool | None:
+        """Whether the project function ``qname`` gives back nothing that carries a graph of
+        what it is given (``FunctionSummary.gives_no_graph``); None when it is not one that
+        the index knows so."""
+        found = self.symbol(qname)
+        own = self.index.summary(self.path)
+        if found is None and "." not in qname and own is not None:
+            for module in own.star_imports:  # a bare name: through the file's star imports
+                named = self._star_binding(module, self.path, qname, 0)
+                if named is not None:
+                    found = self.symbol(*named)
+                    break
+        if found is None or not isinstance(found.definition, FunctionSummary) or not found.definition.gives_no_graph:
+            return None
+        return True
+
     def returns_argument(self, qname: str) -> int | None:
         return self._ask("returns_argument", qname)
+
+    def gives_no_graph(self, qname: str) -> bool | None:
+        return self._ask("gives_no_graph", qname)
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
