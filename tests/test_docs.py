@@ -52,7 +52,7 @@ def test_rule_table_rows_are_whole_clauses():
         text = row.split(" | ")[2]
         assert text.count("`") % 2 == 0 and text.count("(") == text.count(")"), row
     tl402 = next(row for row in rows if row.startswith("| [TL402]"))
-    assert "(the same code as TL401: evaluation functions" in tl402 and "weights) that runs a model with gradients enabled |" in tl402
+    assert "(the same code as TL401: evaluation functions" in tl402 and "`model.eval()`) that runs a model with gradients enabled |" in tl402
 
 
 def test_rules_page_has_a_section_per_rule_and_a_subsection_per_docstring_section():

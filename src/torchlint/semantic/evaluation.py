@@ -695,14 +695,22 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         return False
 
     def _loads(self, function: cst.FunctionDef | None) -> list[tuple[cst.CSTNode, str]]:
-        """Weights loaded in a function's own body: ``m.load_state_dict(...)``, ``m = torch.load(...)``."""
+        """Weights loaded in a function's own body: ``m.load_state_dict(...)``, ``m = torch.load(...)``,
+        ``m = Model.from_pretrained(...)`` (a pretrained checkpoint's weights, also followed
+        by methods a module gives itself back from: ``.to(device)``, ``.eval()``)."""
         found = [
             (c, _code(c.func.value))
             for c in self.calls_by_name.get("load_state_dict", ())
             if isinstance(c.func, cst.Attribute) and self.function_of[c] is function
         ]
         for node in self.assignments_in.get(function, ()):
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and self.model.qualified_name(node.value.func) in _LOADS:
+            if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+                continue
+            value = node.value
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_RETURNS_SELF:
+                value = value.func.value
+            pretrained = isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "from_pretrained"
+            if self.model.qualified_name(node.value.func) in _LOADS or pretrained:
                 found.extend((node, _code(t.target)) for t in node.targets)
         return found
 
