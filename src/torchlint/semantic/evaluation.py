@@ -663,11 +663,11 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         return bool(reads) and all(self._reads_shape(read) for read in reads)
 
     def _reads_shape(self, read: cst.CSTNode) -> bool:
-        """``y.shape``, ``y.size()``, or a shape further down its attributes
-        (``intermediates.attn_pooled_tokens.shape``)."""
+        """``y.shape``, ``y.size()``, or a shape further down its attributes and items
+        (``intermediates.attn_pooled_tokens.shape``, ``bert(ids)[1].shape[-1]``)."""
         node = read
-        while isinstance(parent := self.model.parent(node), cst.Attribute) and parent.value is node:
-            if parent.attr.value in _SHAPE_READS:
+        while isinstance(parent := self.model.parent(node), (cst.Attribute, cst.Subscript)) and parent.value is node:
+            if isinstance(parent, cst.Attribute) and parent.attr.value in _SHAPE_READS:
                 return True
             node = parent
         return False
