@@ -18,7 +18,8 @@ class SaveWholeModel(TorchRule):
     `self.` attribute its class uses as only a module is used (`self.model.parameters()`, or
     `self.model.eval()` together with `self.model(x)`, `.to()` or `.state_dict()`). Also finds
     such a module held in a dict, list or tuple that is saved, inline or built in a variable
-    first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`), and
+    first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`; one
+    built first is reported at each save of it, the message naming the entry), and
     modules by structure: a copy or cast of a module (`deepcopy(model).half()`, `m.float()`,
     `m.module`, `a if c else b` of two modules, a helper of another file of the project that
     gives back its argument, `deepcopy(de_parallel(model))`), and a `self.` attribute set from an
@@ -121,13 +122,16 @@ class SaveWholeModel(TorchRule):
             self.report(obj, self.dict_message)  # its readers expect the module there: no fix
             return
         saved, fixable = self._saved_container(obj)
+        # A container built in a variable first is reported at the save, where the module is
+        # pickled (the fix edits its entry where the container is built).
+        at = obj if saved is not obj else None
         for value, key in _held_values(saved):
             message = self.dict_message if key is not None else self.sequence_message
             if self._is_module(value):
                 # A list or tuple is a shape whose readers torchlint does not follow: unsafe.
-                self._report(value, message, fixable, key, safe=key is not None)
+                self._report(value, message, fixable, key, safe=key is not None, at=at)
             elif self._given_modules(value) or self._derived_module(value):
-                self._report(value, message, fixable, key, safe=False)
+                self._report(value, message, fixable, key, safe=False, at=at)
 
     def _object_holding_module(self, expr: cst.BaseExpression) -> str | None:
         """``self`` in a method of a class of this file, or a name every value of which
@@ -305,10 +309,15 @@ class SaveWholeModel(TorchRule):
                 return values[0], len(assignments) == 1 and len(assignments[0].references) == 1
         return None, False
 
-    def _report(self, value: cst.BaseExpression, message: str, fixable: bool, key: str | None, safe: bool = True) -> None:
+    def _report(
+        self, value: cst.BaseExpression, message: str, fixable: bool, key: str | None, safe: bool = True, at: cst.CSTNode | None = None
+    ) -> None:
         read_elsewhere = self._project_reads_as_module(key) if fixable else False
+        if at is not None:
+            entry = self.context.module.code_for_node(value)
+            message = f"{message} (`{entry if len(entry) <= 40 else entry[:37] + '...'}`)"
         if not fixable or self._loads_may_read_a_module or read_elsewhere:
-            self.report(value, message)
+            self.report(at or value, message)
             return
         if read_elsewhere is None:
             safe = False  # the project's loaders are not all known
@@ -317,7 +326,7 @@ class SaveWholeModel(TorchRule):
             wrapped = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         state_dict = cst.Call(func=cst.Attribute(value=wrapped, attr=cst.Name("state_dict")))
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
-        self.report(value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}, applicability))
+        self.report(at or value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}, applicability))
 
     def _project_reads_as_module(self, key: str | None) -> bool | None:
         """Whether a file of the project reads, as a module, the part of a ``torch.load``
