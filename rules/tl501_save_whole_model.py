@@ -19,7 +19,7 @@ class SaveWholeModel(TorchRule):
     `self.model.eval()` together with `self.model(x)`, `.to()` or `.state_dict()`). Also finds
     such a module held in a dict, list or tuple that is saved, inline or built in a variable
     first (`torch.save({"model": model, "epoch": e}, path)`, `torch.save([g, d], path)`; one
-    built first is reported at each save of it, the message naming the entry), and
+    built first is reported at its first save, the message naming the entry), and
     modules by structure: a copy or cast of a module (`deepcopy(model).half()`, `m.float()`,
     `m.module`, `a if c else b` of two modules, a helper of another file of the project that
     gives back its argument, `deepcopy(de_parallel(model))`), and a `self.` attribute set from an
@@ -102,6 +102,10 @@ class SaveWholeModel(TorchRule):
     object_message = "`torch.save` of an object that holds a whole `nn.Module` (`.{attribute}`); save the module's `state_dict()` instead"
     sequence_message = "`torch.save` of a list or tuple holding a whole `nn.Module`; save its `state_dict()` instead"
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._entries_reported: set[cst.CSTNode] = set()  # entries of containers built first
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.semantic.is_call_to(node, "torch.save"):
             return
@@ -122,8 +126,8 @@ class SaveWholeModel(TorchRule):
             self.report(obj, self.dict_message)  # its readers expect the module there: no fix
             return
         saved, fixable = self._saved_container(obj)
-        # A container built in a variable first is reported at the save, where the module is
-        # pickled (the fix edits its entry where the container is built).
+        # A container built in a variable first is reported at its first save, where the
+        # module is pickled (the fix edits its entry where the container is built).
         at = obj if saved is not obj else None
         for value, key in _held_values(saved):
             message = self.dict_message if key is not None else self.sequence_message
@@ -312,6 +316,10 @@ class SaveWholeModel(TorchRule):
     def _report(
         self, value: cst.BaseExpression, message: str, fixable: bool, key: str | None, safe: bool = True, at: cst.CSTNode | None = None
     ) -> None:
+        if at is not None:
+            if value in self._entries_reported:
+                return  # saved again: one finding, at the first save
+            self._entries_reported.add(value)
         read_elsewhere = self._project_reads_as_module(key) if fixable else False
         if at is not None:
             entry = self.context.module.code_for_node(value)
