@@ -615,22 +615,6 @@ class AskedView:
     def module_loads(self) -> tuple[str, ...] | None:
         return self._ask("module_loads")
 
-    def gives_no_graph(self, qname: str) -> bool | None:
-        """Whether the project function ``qname`` gives back nothing that carries a graph of
-        what it is given (``FunctionSummary.gives_no_graph``); None when it is not one that
-        the index knows so."""
-        found = self.symbol(qname)
-        own = self.index.summary(self.path)
-        if found is None and "." not in qname and own is not None:
-            for module in own.star_imports:  # a bare name: through the file's star imports
-                named = self._star_binding(module, self.path, qname, 0)
-                if named is not None:
-                    found = self.symbol(*named)
-                    break
-        if found is None or not isinstance(found.definition, FunctionSummary) or not found.definition.gives_no_graph:
-            return None
-        return True
-
     def returns_argument(self, qname: str) -> int | None:
         return self._ask("returns_argument", qname)
 
