@@ -110,9 +110,10 @@ class ModeFacts:
 
     def _callers_all(self, function, seen, check, fact: str) -> bool:
         """Whether ``check`` holds at every call of ``function`` in the file, and ``fact``
-        (``"grad"``, ``"eval"``) at its calls in the project's other files (the project
-        index). Unknown callers (the function passed around by name, a framework hook) count
-        as holding; a function with no callers at all does not."""
+        (``"eval"``) at its calls in the project's other files (the project index). Unknown
+        callers (the function passed around by name, a framework hook) count as holding; a
+        function with no callers at all does not. (Gradients at the callers are asked once for
+        all the functions involved: ``EvaluationFacts._grad_off_at_callers``.)"""
         if function is None:
             return False
         if function in seen or self._framework_owned(function) or self._referenced(function):
