@@ -435,10 +435,10 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         def own(call: cst.Call) -> bool:
             # What it returns is its callers' to turn gradients off for (each caller's pass
             # is reported where it is inference): only what the method itself ends counts.
-            module = called_module(call)
+            root = _chain_root(called_module(call))
             return (
-                isinstance(_chain_root(module), cst.Name)
-                and _chain_root(module).value == owner
+                isinstance(root, cst.Name)
+                and root.value == owner
                 and self.is_forward(call, function)
                 and not self.model.gradient_flow.returned(call)
             )
@@ -767,9 +767,9 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         ``model.module.eval()``), or the name a construction switched on the spot is bound
         to (``resnet`` in ``resnet = Net(pretrained=True).eval().to(device)``)."""
         receiver = switch.func.value
-        base = receiver
-        while isinstance(base, (cst.Call, cst.Attribute)) and not (isinstance(base, cst.Call) and not isinstance(base.func, cst.Attribute)):
-            base = base.func.value if isinstance(base, cst.Call) else base.value  # `model.float().eval()`: model
+        base = receiver  # `model.float().eval()`: model; `Net(...).eval()`: the construction
+        while isinstance(base, cst.Attribute) or (isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute)):
+            base = base.func.value if isinstance(base, cst.Call) else base.value
         if not isinstance(base, cst.Call):
             return _code(base)
         if isinstance(receiver, cst.Call):

@@ -820,13 +820,14 @@ class _Sites(ast.NodeVisitor):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 self._module_read(arg.value if isinstance(arg, ast.Starred) else arg)
         target = self.summarizer.callable_name(node.func)
+        grad_off = self.body.grad or self.grad_withs > 0 or self.body.grad_statement
         if target is not None and not any(isinstance(a, ast.Starred) for a in node.args):
             self.calls.append(
                 CallSite(
                     target=target,
                     function=self.body.function,
                     owned=self.body.owned,
-                    grad_off=self.body.grad or self.grad_withs > 0 or self.body.grad_statement,
+                    grad_off=grad_off,
                     modes_before=tuple(self.body.modes),
                     args=tuple(self._built(a) for a in node.args),
                     keywords=tuple((k.arg, self._built(k.value)) for k in node.keywords if k.arg),
@@ -836,7 +837,6 @@ class _Sites(ast.NodeVisitor):
             )
         func = node.func
         if target is None and isinstance(func, ast.Attribute):
-            grad_off = self.body.grad or self.grad_withs > 0 or self.body.grad_statement
             self.method_calls.append(
                 (func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned), self.body.returning)
             )
@@ -873,17 +873,11 @@ class _Sites(ast.NodeVisitor):
 
 def _returns_value(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether a ``return`` with a value (or a ``yield``) of the function's own runs."""
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
-            return True
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
-            return True
-        stack.extend(ast.iter_child_nodes(node))
-    return False
+    return any(
+        isinstance(sub, (ast.Yield, ast.YieldFrom))
+        or (isinstance(sub, ast.Return) and sub.value is not None and not (isinstance(sub.value, ast.Constant) and sub.value.value is None))
+        for sub in _walk_function(function)
+    )
 
 
 @dataclass
@@ -981,7 +975,7 @@ def _gives_no_graph(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list
         if isinstance(value, ast.IfExp):
             return no_graph(value.body) and no_graph(value.orelse)
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-            return value.func.attr in _DETACHING_METHODS or value.func.attr in ("numpy", "tolist", "item")
+            return value.func.attr in _DETACHING_METHODS
         return isinstance(value, ast.Attribute) and value.attr in _DETACHING_ATTRIBUTES
 
     if isinstance(node, ast.AsyncFunctionDef) or not returned or not isinstance(node.body[-1], (ast.Return, ast.Raise)):

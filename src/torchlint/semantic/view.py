@@ -419,17 +419,16 @@ class ProjectView:
         """As ``callers_backprop``, for a method of this file's classes: whether a call
         ``x.name(...)`` in another file may differentiate what it returns (its result used in
         a body that calls a backward pass, or in a function that returns a value). True when
-        another file reads ``.name`` other than
-        by calling it (a callback: its callers are unknown); None when no other file calls it.
+        another file reads ``.name`` other than by calling it (a callback: its callers are
+        unknown); None when no other file calls it.
         Calls of any object's method of that name count: which class a call reaches is not
         known, and more calls only make the answer less often False."""
-        sites, references = self.index.method_callers(name)
-        if references - {self.path}:
+        sites = self._method_sites_elsewhere(name)
+        if sites is None:
             return True
-        sites = [(p, body, used, returning) for p, body, used, _, returning in sites if p != self.path]
         if not sites:
             return None
-        for path, body, used, returning in sites:
+        for path, body, used, _, returning in sites:
             if used and returning:
                 return True  # given on to that function's callers, which are not followed
             summary = self.index.summary(path)
@@ -445,13 +444,19 @@ class ProjectView:
         any object's method of that name count, as in ``method_callers_backprop``."""
         if fact != "grad":
             return None
+        sites = self._method_sites_elsewhere(name)
+        if sites is None:
+            return True
+        return all(grad_off for _, _, _, grad_off, _ in sites) if sites else None
+
+    def _method_sites_elsewhere(self, name: str) -> list[tuple[Path, str, bool, bool, bool]] | None:
+        """The calls ``x.name(...)`` in the project's other files (``ProjectIndex.method_callers``);
+        None when another file reads ``.name`` other than by calling it (a callback: its
+        callers are unknown)."""
         sites, references = self.index.method_callers(name)
         if references - {self.path}:
-            return True
-        sites = [grad_off for p, _, _, grad_off, _ in sites if p != self.path]
-        if not sites:
             return None
-        return all(sites)
+        return [site for site in sites if site[0] != self.path]
 
     def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
         if call.owned:
