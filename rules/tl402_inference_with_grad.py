@@ -96,6 +96,8 @@ class InferenceWithGrad(TorchRule):
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         for scope in evaluation.scopes:
+            if scope.mode_only:
+                continue  # found as evidence of the mode alone (TL401)
             if scope.kind == "function" and evaluation.reached_from_callback(scope.node):
                 continue  # its output may be differentiated by whatever it is passed to
             with_grad = [f for f in scope.forwards if not evaluation.grad_disabled(f)]

@@ -270,7 +270,14 @@ class ModeFacts:
         values = self._module_values(model, function, frozenset()) or []
         return any(self._builds_mode_layer(v, frozenset()) for v in values)
 
-    def _builds_mode_layer(self, call: cst.Call, seen: frozenset) -> bool:
+    def known_mode_layers(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """As ``known_mode_dependent``, but a class that only reads ``self.training`` does not
+        count: a noisy network acts in training mode on purpose (exploration), which a pass
+        that no name marks as evaluation may well want."""
+        values = self._module_values(model, function, frozenset()) or []
+        return any(self._builds_mode_layer(v, frozenset(), reads=False) for v in values)
+
+    def _builds_mode_layer(self, call: cst.Call, seen: frozenset, reads: bool = True) -> bool:
         found = False
         facts = self
 
@@ -288,17 +295,17 @@ class ModeFacts:
                 else:
                     cls = facts._local_definition(node.func, cst.ClassDef)
                     if cls is not None and cls not in seen:
-                        found = found or facts._builds_mode_layer_in(cls, seen | {cls})
+                        found = found or facts._builds_mode_layer_in(cls, seen | {cls}, reads)
                     elif cls is None:  # a class or factory of another project file
                         found = found or facts.model.project_mode_layers(node.func) is True
 
         call.visit(Calls())
         return found
 
-    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset) -> bool:
-        if any(self._inside(t, cls) for t in self.training_reads):
+    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset, reads: bool = True) -> bool:
+        if reads and any(self._inside(t, cls) for t in self.training_reads):
             return True
-        return any(self._builds_mode_layer(c, seen) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
+        return any(self._builds_mode_layer(c, seen, reads) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
 
     def _module_values(self, expr: cst.BaseExpression, function, seen: frozenset) -> list[cst.Call] | None:
         """The calls that build the module ``expr`` holds; None when one of them is unknown."""
