@@ -57,9 +57,12 @@ class HardcodedCuda(TorchRule):
     `try`/`if` (inside one, the rest of that branch or `try` body is CUDA-only), loads a model
     quantized by bitsandbytes (`load_in_4bit=True` or `load_in_8bit=True`, given to
     `from_pretrained` or `BitsAndBytesConfig`; again only the rest of the branch when under
-    `if`/`try`), or is named for the GPU (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a
-    file name holding `cuda`, `gpu`, `vram`, `nccl` or `data_parallel`, where the file is
-    linted as one, not on standard input). Importing DeepSpeed, bitsandbytes or xformers does
+    `if`/`try`), or imports on every path (a statement of its own top-level body) a module
+    the project builds from CUDA sources only (`CUDAExtension("pkg._C", [...])` in a
+    `setup.py` of a folder above it, with no `CppExtension` to fall back to the CPU), a
+    compiled kernel (`roi_align_cuda`), or a project module that does, at any depth: without
+    a GPU such a module cannot be built or imported. A file's name is no evidence:
+    `train_gpu.py` is judged like any other file. Importing DeepSpeed, bitsandbytes or xformers does
     not count: they run on other accelerators or the CPU. A function that runs a
     `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by design
     too: NCCL needs CUDA tensors. So is a function of the file that only ever runs with a GPU,

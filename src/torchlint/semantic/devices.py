@@ -28,7 +28,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
@@ -175,8 +174,8 @@ class DeviceFacts:
         for reason, calls in sorted(self.gpu_only_calls.items()):
             if self.cuda_only is None and any(not self.chosen_here(c) for c in calls):
                 self.cuda_only = reason
-        if self.cuda_only is None and _GPU_NAME.search(PurePath(model.file_name() or "").stem):
-            self.cuda_only = "its file's name says it is for the GPU"
+        if self.cuda_only is None and model.project is not None:
+            self.cuda_only = model.project.imports_cuda_only()
 
     @property
     def module(self) -> cst.Module:

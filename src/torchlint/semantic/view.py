@@ -7,6 +7,7 @@ so that a cached result is reused only while they still hold.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -356,6 +357,59 @@ class ProjectView:
                 return reason
         return None
 
+    # --- files that need CUDA to be imported
+
+    def imports_cuda_only(self) -> str | None:
+        """Why importing this file needs CUDA: it imports on every path (statements of its own
+        top-level body) an extension the project builds from CUDA sources only
+        (``CUDAExtension`` in a ``setup.py`` of a folder above it, with no ``CppExtension``), a
+        compiled kernel (``roi_align_cuda``), or a project module that does so, at any depth;
+        None otherwise. (A GPU-only library such as Triton installs and imports without a GPU:
+        only the importing file's own use of it counts, ``DeviceFacts``.)"""
+        summary = self.index.summary(self.path)
+        if summary is None:
+            return None
+        return self._imports_cuda_only(self.path, summary, frozenset({self.path}), top=True)
+
+    def _cuda_extensions(self) -> dict[str, str]:
+        """The CUDA-only extensions of the project: their last name part ("_C",
+        "roi_align_cuda") -> the setup.py that builds them, from the folders above this file."""
+        found: dict[str, str] = {}
+        folder = self.path.parent
+        root = self.index.root
+        while True:
+            setup = folder / "setup.py"
+            summary = self.index.summary(setup) if (self.index.files is None or self.index.files.is_file(str(setup))) else None
+            if summary is not None:
+                for name in summary.cuda_extensions:
+                    found.setdefault(name.rpartition(".")[2], os.path.relpath(setup, root))
+            if folder == root or folder.parent == folder or root not in folder.parents:
+                break
+            folder = folder.parent
+        return found
+
+    def _imports_cuda_only(self, path: Path, summary: ModuleSummary, seen: frozenset, top: bool = False) -> str | None:
+        extensions = self._cuda_extensions()
+        for module in summary.required_imports:
+            name = module.lstrip(".")
+            if name and not top and any(part.endswith("_cuda") for part in name.split(".")):
+                return f"it imports {name}, a compiled CUDA kernel"
+            last = name.rpartition(".")[2]
+            if last in extensions and (module.startswith(".") or "." in name or name == last):
+                return f"it imports {module}, built from CUDA sources only by {extensions[last]}"
+            if len(seen) > _MAX_RESOLUTION:
+                continue
+            for found, rest in self.index.resolve_module(module, path):
+                if found in seen or rest:
+                    continue
+                inner = self.index.summary(found)
+                if inner is None:
+                    continue
+                reason = self._imports_cuda_only(found, inner, seen | {found})
+                if reason is not None:
+                    return f"it imports {module}, which needs CUDA ({reason})" if top else reason
+        return None
+
     # --- modes that functions leave models in
 
     def mode_effect(self, qname: str) -> str | None:
@@ -586,6 +640,9 @@ class AskedView:
 
     def requires_cuda(self, qname: str) -> str | None:
         return self._ask("requires_cuda", qname)
+
+    def imports_cuda_only(self) -> str | None:
+        return self._ask("imports_cuda_only")
 
     def file_name(self) -> str:
         return self._ask("file_name")
