@@ -37,7 +37,8 @@ class InferenceInTrainMode(TorchRule):
     layers, bases or submodules hold dropout, batch norm, `RReLU` or a transformer layer, or
     read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`). A model
     whose layers are unknown (from a package outside the project, or passed in with no caller
-    in view) is not reported: a pass is proven inference and the model proven to care about
+    in view; a helper's parameter counts as known when a caller in another file of the project
+    passes it a model that holds such layers) is not reported: a pass is proven inference and the model proven to care about
     its mode, or the rule is silent.
 
     ## Why is this bad?

@@ -267,8 +267,27 @@ class ModeFacts:
         """Whether the module is known to hold a layer that train mode changes: one of the
         calls that build it is such a layer, or holds one among its arguments or, for a local
         class, anywhere in the class."""
-        values = self._module_values(model, function, frozenset()) or []
+        values = self._module_values(model, function, frozenset())
+        if values is None:
+            return self._given_mode_layers_elsewhere(model, function)
         return any(self._builds_mode_layer(v, frozenset()) for v in values)
+
+    def _given_mode_layers_elsewhere(self, model: cst.BaseExpression, function) -> bool:
+        """A parameter of a top-level function that no code of this file calls, to which a
+        call in another file of the project passes a module known to hold a layer that train
+        mode changes (a model built and loaded in ``test.py``, evaluated by ``utils.evaluate``)."""
+        project, root = self.model.project, model
+        if project is None or not isinstance(root, cst.Name):
+            return False
+        for f in self._enclosing_functions(function):
+            params = [p.name.value for p in f.params.params]
+            if root.value not in params:
+                continue
+            if self.function_of.get(f) is not None or self.call_sites(f) or self._referenced(f):
+                return False
+            answers = project.argument_mode_layers(f.name.value, params.index(root.value), root.value)
+            return bool(answers) and any(a is True for a in answers)
+        return False
 
     def known_mode_layers(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """As ``known_mode_dependent``, but a class that only reads ``self.training`` does not

@@ -570,6 +570,26 @@ class ProjectView:
             kinds.append(kind)
         return kinds
 
+    def argument_mode_layers(self, name: str, position: int, param: str) -> list | None:
+        """Whether what each of the project's other files passes to this file's top-level
+        function ``name`` for a parameter holds a layer that train mode changes (as
+        ``mode_layers``; a torchvision model by its builder): one per call, None for unknown;
+        None in all when a file passes the function around."""
+        from torchlint.semantic.modes import _TORCHVISION_MODE_MODELS
+
+        if self.index.referenced(self.path, name):
+            return None
+        answers = []
+        for path, call in self.index.callers(self.path, name):
+            if path == self.path:
+                continue
+            built = dict(call.keywords).get(param, call.args[position] if position < len(call.args) else "")
+            if built.startswith("torchvision.models."):
+                answers.append(True if _TORCHVISION_MODE_MODELS.match(built.rpartition(".")[2]) else None)
+            else:
+                answers.append(ProjectView(self.index, path).mode_layers(built) if built else None)
+        return answers
+
     def module_loads(self) -> tuple[str, ...] | None:
         """What the project's files read as a module of what ``torch.load`` gives them
         (``ProjectIndex.module_loads``); None: unknown."""
@@ -605,7 +625,7 @@ class ProjectView:
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "method_callers_hold", "star_imports_torch", "module_loads",
-    "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph",
+    "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph", "imports_cuda_only", "argument_mode_layers",
 )
 
 
@@ -658,6 +678,9 @@ class AskedView:
 
     def argument_kinds(self, name: str, position: int, param: str) -> list | None:
         return self._ask("argument_kinds", name, position, param)
+
+    def argument_mode_layers(self, name: str, position: int, param: str) -> list | None:
+        return self._ask("argument_mode_layers", name, position, param)
 
     def callers_backprop(self, name: str) -> bool | None:
         return self._ask("callers_backprop", name)
