@@ -18,7 +18,8 @@ class InferenceInTrainMode(TorchRule):
     the file outside any training loop, and helpers (decoders, samplers) called only from
     evaluation code, are reported too, as are functions whose forward passes through a
     module of a class of the file provably never reach a backward pass (the gradient flow
-    that TL402 uses: an agent's action selection).
+    that TL402 uses: an agent's action selection; there a network that only reads
+    `self.training`, a noisy network exploring, acts in training mode on purpose).
 
     Two structures say so with no name: a pass with gradients off (`with torch.no_grad():`)
     outside any training iteration, in code that trains nothing there (an accuracy loop over
@@ -35,7 +36,8 @@ class InferenceInTrainMode(TorchRule):
     It reports only a model known to hold a layer that train mode changes: built (in the file
     or, through the project index, in another file of the project) from a class whose own
     layers, bases or submodules hold dropout, batch norm, `RReLU` or a transformer layer, or
-    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`). A model
+    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`; a
+    one-layer `nn.LSTM(..., dropout=0.2)` holds none: its dropout runs between layers). A model
     whose layers are unknown (from a package outside the project, or passed in with no caller
     in view; a helper's parameter counts as known when a caller in another file of the project
     passes it a model that holds such layers) is not reported: a pass is proven inference and the model proven to care about
@@ -107,7 +109,8 @@ class InferenceInTrainMode(TorchRule):
         evaluation = self.semantic.evaluation
         reported = []
         for scope in evaluation.scopes:
-            if not evaluation.known_mode_dependent(scope.model, scope.function):
+            known = evaluation.known_mode_layers if scope.flow else evaluation.known_mode_dependent
+            if not known(scope.model, scope.function):
                 continue  # only models known to hold dropout or batch norm
             model = self.context.module.code_for_node(scope.model)
             if scope.kind == "untrained":  # nothing sets its mode (``EvaluationFacts._untrained``)

@@ -86,6 +86,10 @@ class EvalScope:
     # or of a module the training loop around them does not train (``_mode_scopes``). Their
     # gradients are no question (TL402 leaves them alone).
     mode_only: bool = False
+    # Found by the gradient flow alone (``_flow_scopes``: an agent's action selection): a
+    # network that only reads ``self.training`` (noisy exploration) acts in training mode on
+    # purpose there.
+    flow: bool = False
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -420,7 +424,7 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 # backpropagated keeps a decorator off the whole function.
                 others = [c for c in self._forwards(function, function) if c not in forwards]
                 beside = any(not self.is_inference(c) for c in others)
-                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
+                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside, flow=True))
         return found
 
     def _mode_scopes(self, scopes: list[EvalScope]) -> list[EvalScope]:

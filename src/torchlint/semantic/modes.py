@@ -405,11 +405,17 @@ class ModeFacts:
         layer = (self.model.qualified_name(call.func) or "").rpartition(".")[2]
         if _MODE_LAYERS.search(layer):
             return False
+        # A recurrent layer's dropout runs between its layers: none in a one-layer RNN
+        # (PyTorch warns that it does nothing there).
+        recurrent = layer in ("RNN", "LSTM", "GRU")
+        positional = [a for a in call.args if a.keyword is None]
+        layers = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num_layers"), positional[2].value if len(positional) > 2 else None)
+        one_layer = recurrent and (layers is None or isinstance(layers, cst.Integer) and layers.value == "1")
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "dropout":
+            if arg.keyword is not None and arg.keyword.value == "dropout" and not one_layer:
                 if not (isinstance(arg.value, (cst.Integer, cst.Float)) and float(arg.value.value) == 0):
                     return False
-        return not (layer in ("RNN", "LSTM", "GRU") and len([a for a in call.args if a.keyword is None]) >= 6)
+        return not (recurrent and len(positional) >= 6 and not one_layer)
 
     def _local_definition(self, func: cst.BaseExpression, kind: type) -> cst.CSTNode | None:
         if not isinstance(func, cst.Name):

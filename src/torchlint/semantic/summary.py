@@ -989,11 +989,14 @@ def _layer_mode_free(layer: str, call: ast.Call) -> bool:
 
     if _MODE_LAYERS.search(layer):
         return False
+    recurrent = layer in ("RNN", "LSTM", "GRU")
+    layers = next((k.value for k in call.keywords if k.arg == "num_layers"), call.args[2] if len(call.args) > 2 else None)
+    one_layer = recurrent and (layers is None or isinstance(layers, ast.Constant) and layers.value == 1)
     for keyword in call.keywords:
-        if keyword.arg == "dropout":
+        if keyword.arg == "dropout" and not one_layer:  # (between layers: none in a one-layer RNN)
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0):
                 return False
-    return not (layer in ("RNN", "LSTM", "GRU") and len(call.args) >= 6)
+    return not (recurrent and len(call.args) >= 6 and not one_layer)
 
 
 def _gives_no_graph(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list) -> bool:
