@@ -294,7 +294,7 @@ def test_summary_of_classes_and_functions():
         "import torch\nimport torch.nn as nn\nfrom .blocks import Block\n\n\n"
         "class Net(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.block = Block(4)\n"
-        "        self.lstm = nn.LSTM(4, 4, dropout=0.2)\n\n"
+        "        self.lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.2)\n\n"
         "class Plain(nn.Module):\n"
         "    def __init__(self, make):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n        self.x = make(2)\n\n"
         "def build():\n    model = Net()\n    return model.to('cpu')\n\n\n"
