@@ -64,8 +64,11 @@ class HardcodedCuda(TorchRule):
     the project builds from CUDA sources only (`CUDAExtension("pkg._C", [...])` in a
     `setup.py` of a folder above it, with no `CppExtension` to fall back to the CPU), a
     compiled kernel (`roi_align_cuda`), or a project module that does, at any depth: without
-    a GPU such a module cannot be built or imported. A file's name is no evidence:
-    `train_gpu.py` is judged like any other file. Importing DeepSpeed, bitsandbytes or xformers does
+    a GPU such a module cannot be built or imported. A layout over several GPUs is CUDA-only
+    by design too: a class that places on two or more GPUs by number (`"cuda:0"` and
+    `"cuda:1"`, `.cuda(0)` and `.cuda(1)`: model parallelism), and code outside classes that
+    does so or builds such a class. A file's name is no evidence: `train_gpu.py` is judged
+    like any other file. Importing DeepSpeed, bitsandbytes or xformers does
     not count: they run on other accelerators or the CPU. A function that runs a
     `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by design
     too: NCCL needs CUDA tensors. So is a function of the file that only ever runs with a GPU,
