@@ -559,3 +559,25 @@ def test_fixes_in_one_cell_that_need_the_same_import_add_it_once():
         "from torch import exp, log\nimport torch\n\n# two terms\na = torch.log1p(x)\nb = torch.expm1(x)"
     )
     assert _names_undefined_top_to_bottom(result.fixed_source) == set()
+
+
+def test_an_import_in_a_later_cell_does_not_hide_the_function_defined_before_the_call():
+    """`from utils import evaluate` in a later cell binds the name; it does not pass the
+    cell's own `evaluate` around, whose callers (before the import) are known: its pass with
+    gradients on is reported."""
+    net = (
+        "import torch\nimport torch.nn as nn\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)"
+    )
+    evaluate = (
+        "def evaluate(model, loader):\n    model.eval()\n    correct = 0\n    for x, y in loader:\n"
+        "        correct += (model(x).argmax(1) == y).sum().item()\n    return correct"
+    )
+    training = (
+        "model = Net()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nfor epoch in range(3):\n    model.train()\n"
+        "    for x, y in train_loader:\n        optimizer.zero_grad()\n        nn.functional.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n    print(evaluate(model, val_loader))"
+    )
+    later = "from utils import evaluate\nprint(evaluate(model, test_loader))"
+    result = lint(notebook(code(net), code(evaluate), code(training), code(later)), rules=[rule_by_code("TL402")])
+    assert where(result) == [("TL402", 2, 5, 21)]  # (cells and columns counted from 1)

@@ -111,10 +111,24 @@ class _Scan:
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             self.facts.imported.add(_code(alias.name).split(".")[0])
+        self._bound_by_import(node.names)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is not None and not node.relative:
             self.facts.imported.add(_code(node.module).split(".")[0])
+        if not isinstance(node.names, cst.ImportStar):
+            self._bound_by_import(node.names)
+
+    def _bound_by_import(self, aliases) -> None:
+        """An import binds its names; it does not pass a function around (a notebook's later
+        ``from utils import evaluate`` beside a cell's own ``def evaluate``)."""
+        for alias in aliases:
+            for part in (alias.name, alias.asname.name if alias.asname is not None else None):
+                while isinstance(part, cst.Attribute):
+                    self.not_references.add(part.attr)
+                    part = part.value
+                if isinstance(part, cst.Name):
+                    self.not_references.add(part)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.facts.functions.append(node)
