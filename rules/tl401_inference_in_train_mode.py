@@ -36,7 +36,9 @@ class InferenceInTrainMode(TorchRule):
     It reports only a model known to hold a layer that train mode changes: built (in the file
     or, through the project index, in another file of the project) from a class whose own
     layers, bases or submodules hold dropout, batch norm, `RReLU` or a transformer layer, or
-    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`; a
+    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`, a
+    network handed to a wrapper or another module's constructor: `Classifier(backbone)`,
+    `nn.DataParallel(net)`, `torch.compile(net)`; a
     one-layer `nn.LSTM(..., dropout=0.2)` holds none: its dropout runs between layers). A model
     whose layers are unknown (from a package outside the project, or passed in with no caller
     in view; a helper's parameter counts as known when a caller in another file of the project

@@ -342,7 +342,16 @@ class ModeFacts:
                         found = found or facts.model.project_mode_layers(node.func) is True
 
         call.visit(Calls())
-        return found
+        if found or call in seen or len(seen) > 8:
+            return found
+        # A module handed to the one built (`Classifier(backbone)`, `nn.DataParallel(net)`):
+        # its layers are the new module's too.
+        for arg in call.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                values = self._module_values(arg.value, self.function_of.get(call), frozenset()) or []
+                if any(self._builds_mode_layer(v, seen | {call}, reads) for v in values):
+                    return True
+        return False
 
     def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset, reads: bool = True) -> bool:
         if reads and any(self._inside(t, cls) for t in self.training_reads):
