@@ -78,9 +78,11 @@ def test_a_fix_that_could_not_be_written_is_not_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(torchlint.runner, "write_atomic", refuse)
     result = run("--fix", "safe.py")
     assert result.exit_code == 2
-    assert "safe.py: cannot write the fixed file: Permission denied" in result.stderr
+    assert "safe.py: cannot write: Permission denied" in result.stderr
     assert "fixed" not in result.stdout and "Found 1 error." in result.stdout
     assert "safe.py:4:12: TL501 [*]" in result.stdout  # what the file still holds
+    assert "internal error" not in result.output and "fixable with the `--fix` option" not in result.stdout
+    assert "1 file could not be written (reported above): its fixes were not applied." in result.stdout
     assert (tmp_path / "safe.py").read_text() == SAFE
 
 
