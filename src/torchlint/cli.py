@@ -39,9 +39,34 @@ class TorchlintGroup(click.Group):
         return super().get_command(ctx, name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and _unknown_command(args[0], self.list_commands(ctx)):
+            raise _no_such_command(ctx, args[0], self.list_commands(ctx))
         if not args or (args[0] not in self.list_commands(ctx) and args[0] not in ("--version", "--help", "-h")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+
+def _unknown_command(word: str, commands: list[str]) -> bool:
+    """Whether the first argument is a mistyped subcommand rather than a path (``torchlint
+    chekc t.py``): a bare word (no folder, no suffix, not an option) that names no command
+    and no existing file or folder. (A path that exists is linted, whatever its name.)"""
+    import os
+    import re
+
+    return word not in commands and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word) is not None and not os.path.lexists(word)
+
+
+def _no_such_command(ctx: click.Context, word: str, commands: list[str]) -> click.UsageError:
+    """Click's "No such command" usage error, with its suggestion of the closest commands."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, commands)
+    message = f"No such command {word!r}."
+    if len(close) == 1:
+        message += f" Did you mean {close[0]!r}?"
+    elif close:
+        message += f" (Possible commands: {', '.join(sorted(close))})"
+    return click.UsageError(message, ctx)
 
 
 def _codes(value: str | None) -> list[str]:

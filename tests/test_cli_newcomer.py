@@ -1,0 +1,58 @@
+"""The rough edges a newcomer met (issue 40): a mistyped subcommand, an undecodable or binary
+file, a `noqa` that names a prefix. Through click's runner and the installed command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from torchlint.cli import main
+
+BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+
+
+def run(*args: str, input: bytes | None = None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def _command() -> str:
+    exe = shutil.which("torchlint", path=os.path.dirname(sys.executable)) or shutil.which("torchlint")
+    assert exe, "the torchlint console script is not installed"
+    return exe
+
+
+# --- defect 4: a mistyped subcommand is click's "No such command", never a path -------------
+
+
+def test_a_mistyped_subcommand_is_a_usage_error_with_a_suggestion(tmp_path):
+    (tmp_path / "t.py").write_text(BAD)
+    result = run("chekc", "t.py")
+    assert result.exit_code == 2
+    assert "Error: No such command 'chekc'. Did you mean 'check'?" in result.stderr
+    assert "TL000" not in result.output and "TL501" not in result.output
+    # The lazily loaded subcommands are suggested too.
+    assert "Did you mean 'verify'?" in run("verfy", "train.py").stderr
+
+
+def test_a_mistyped_subcommand_in_a_subprocess(tmp_path):
+    (tmp_path / "t.py").write_text(BAD)
+    proc = subprocess.run([_command(), "chekc", "t.py"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "No such command 'chekc'. Did you mean 'check'?" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_paths_are_still_linted_without_the_subcommand(tmp_path):
+    (tmp_path / "t.py").write_text(BAD)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.py").write_text(BAD)
+    (tmp_path / "chekc").write_text(BAD)  # an existing file of any name is a path
+    assert "t.py:4:12: TL501" in run("t.py", "--no-cache").output
+    assert "scripts/train.py:4:12: TL501" in run("scripts", "--no-cache").output
+    assert "chekc:4:12: TL501" in run("chekc", "--no-cache").output
+    assert "missing.py:1:1: TL000 cannot read file" in run("missing.py").output  # a path, not a command
+    fixed = run("--fix", "--unsafe-fixes", "t.py")
+    assert fixed.exit_code == 0 and "(1 fixed, 0 remaining)" in fixed.output
