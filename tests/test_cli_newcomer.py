@@ -56,3 +56,33 @@ def test_paths_are_still_linted_without_the_subcommand(tmp_path):
     assert "missing.py:1:1: TL000 cannot read file" in run("missing.py").output  # a path, not a command
     fixed = run("--fix", "--unsafe-fixes", "t.py")
     assert fixed.exit_code == 0 and "(1 fixed, 0 remaining)" in fixed.output
+
+
+# --- defect 5: an undecodable file at its bad byte; a binary file without raw bytes ---------
+
+
+def test_an_undecodable_byte_is_reported_where_it_is(tmp_path):
+    cases = {
+        # A comment's byte: Python's parser skips it, LibCST's decode fails (it said 1:1).
+        "comment.py": (b"import torch\n# caf\xe9\nmodel = torch.nn.Linear(1, 1).cuda()\n", "2:6"),
+        # Python's own columns count from where the string starts, or past it (they said 2:11).
+        "string.py": (b"x = 1\ny = \"\xe9\xe9\"  # \xff\n", "2:6"),
+        "multiline.py": (b'x = 1\n"""doc\n\xff"""\n', "3:1"),
+        "crlf.py": (b"x = 1\r\ny = \"\xc3\"\r\n", "2:6"),
+        "bom.py": (b"\xef\xbb\xbfx = 1\ny = 'caf\xe9'\n", "2:9"),
+        "cookie.py": (b"# -*- coding: ascii -*-\nx = 1\ny = 'caf\xc3\xa9'\n", "3:9"),
+    }
+    for name, (content, _) in cases.items():
+        (tmp_path / name).write_bytes(content)
+    result = run("check", "--no-cache", "--output-format", "concise", *cases)
+    for name, (_, where) in cases.items():
+        assert f"{name}:{where}: TL000 cannot decode file: byte 0x" in result.output, (name, result.output)
+
+
+def test_a_binary_file_gets_no_code_frame_of_raw_bytes(tmp_path):
+    (tmp_path / "model.py").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x1b[31m\x9b2J" + bytes(range(256)) + b"\n")
+    result = run("check", "--no-cache", "model.py")
+    assert result.output.startswith("model.py:1:8: TL000 SyntaxError: the file contains null bytes\n\nFound 1 error.")
+    assert " | " not in result.output  # no code frame: nothing of the file reaches the terminal
+    proc = subprocess.run([_command(), "check", "--no-cache", "model.py"], capture_output=True, cwd=tmp_path)
+    assert proc.returncode == 1 and b"ELF" not in proc.stdout and b"\x1b" not in proc.stdout

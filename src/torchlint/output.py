@@ -112,7 +112,7 @@ def read_sources(paths: Iterable[str]) -> Sources:
 
 def source_lines(path: str, data: bytes) -> list[str] | dict[int, list[str]]:
     """A file's lines; a notebook's, per cell (numbered as findings number them, from 1,
-    every cell counted)."""
+    every cell counted); none of a binary file's, whose finding then has no code frame."""
     if path.endswith(".ipynb"):
         import json
 
@@ -125,6 +125,8 @@ def source_lines(path: str, data: bytes) -> list[str] | dict[int, list[str]]:
             }
         except (ValueError, AttributeError, TypeError):
             return {}
+    if b"\x00" in data:
+        return []  # a binary file (it holds NUL bytes): no row of it is text to show
     return _rows(data.decode("utf-8", errors="replace"))
 
 
