@@ -86,3 +86,18 @@ def test_a_binary_file_gets_no_code_frame_of_raw_bytes(tmp_path):
     assert " | " not in result.output  # no code frame: nothing of the file reaches the terminal
     proc = subprocess.run([_command(), "check", "--no-cache", "model.py"], capture_output=True, cwd=tmp_path)
     assert proc.returncode == 1 and b"ELF" not in proc.stdout and b"\x1b" not in proc.stdout
+
+
+# --- defect 8: a noqa that names a prefix ---------------------------------------------------
+
+
+def test_a_noqa_prefix_suppresses_the_codes_it_begins(tmp_path):
+    saved = "torch.save(model, 'm.pt')"
+    for comment, suppressed in [("TL5", True), ("TL50", True), ("tl501", True), ("TL6", False), ("TL5011", False)]:
+        (tmp_path / "t.py").write_text(BAD.replace(saved, f"{saved}  # noqa: {comment}"))
+        result = run("check", "--no-cache", "t.py")
+        assert (result.exit_code == 0) is suppressed, (comment, result.output)
+    (tmp_path / "t.py").write_text("# torchlint: noqa: TL5\n" + BAD)
+    assert run("check", "--no-cache", "t.py").exit_code == 0
+    (tmp_path / "t.py").write_text("# torchlint: noqa: TL6\n" + BAD)
+    assert run("check", "--no-cache", "t.py").exit_code == 1

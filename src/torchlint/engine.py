@@ -263,12 +263,19 @@ class Suppressions:
     def suppresses(self, finding: Finding) -> bool:
         if finding.code == INVALID_FILE:
             return False
-        if self.file_all or finding.code in (self.file or ()):
+        if self.file_all or noqa_names(finding.code, self.file or ()):
             return True
         if finding.start.row in self.lines:
             codes = self.lines[finding.start.row]
-            return codes is ALL_CODES or finding.code in codes
+            return codes is ALL_CODES or noqa_names(finding.code, codes)
         return False
+
+
+def noqa_names(code: str, names: Iterable[str]) -> bool:
+    """Whether a ``noqa`` comment's codes name ``code``: the code itself, or a prefix of it
+    (``# noqa: TL5`` names TL501 and TL502), as ``--select`` and ``--ignore`` take prefixes.
+    (ruff's noqa takes whole codes only; SPEC section 4 takes prefixes.)"""
+    return any(code.startswith(name) for name in names)
 
 
 def _comments(text: str) -> Iterable[tuple[int, str]]:
