@@ -7,6 +7,7 @@ import importlib
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import click
 
@@ -129,6 +130,16 @@ def run() -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="The path of the file read from standard input (for configuration, exclude and per-file-ignores).",
 )
+@click.option(
+    "--extend-exclude",
+    metavar="PATTERNS",
+    help="Comma-separated gitignore-style patterns (relative to the current folder) to exclude, besides `exclude`.",
+)
+@click.option(
+    "--force-exclude/--no-force-exclude",
+    default=None,
+    help="Apply the exclusions to paths named on the command line too (as the pre-commit hooks do).",
+)
 @compiled_dataclasses()
 def check(
     paths: tuple[Path, ...],
@@ -145,6 +156,8 @@ def check(
     jobs: int | None,
     config: Path | None,
     stdin_filename: Path | None,
+    extend_exclude: str | None,
+    force_exclude: bool | None,
 ) -> None:
     """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
     from torchlint.runner import FileReport, RunOptions, check_files, lint_source
@@ -160,6 +173,8 @@ def check(
             _codes(select),
             _codes(extend_select),
             _codes(ignore),
+            _codes(extend_exclude),
+            force_exclude,
         )
     except ConfigError as error:
         click.echo(f"torchlint: error: {error}", err=True)
@@ -179,7 +194,7 @@ def check(
     if stdin:
         data = sys.stdin.buffer.read()
         shown = str(stdin_filename) if stdin_filename else "-"
-        if stdin_filename is not None and settings.is_excluded(stdin_filename):
+        if stdin_filename is not None and _skipped_named([stdin_filename], settings):
             report, fixed_source = FileReport(shown), data
         else:
             result = lint_source(data, stdin_filename, settings, options)
@@ -201,6 +216,7 @@ def check(
     else:
         from torchlint.files import discover
 
+        _skipped_named(paths, settings)
         files = discover(paths, settings)
         if not files:
             # As ruff says it (and then, as ruff does, "All checks passed!").
@@ -262,6 +278,17 @@ def check(
     if errors:
         sys.exit(2)
     sys.exit(1 if remaining and not exit_zero else 0)
+
+
+def _skipped_named(paths: Sequence[Path], settings) -> bool:
+    """Say on stderr which paths named on the command line ``force-exclude`` leaves out, and
+    the pattern and setting that exclude each; whether any is."""
+    from torchlint.files import named_exclusions
+
+    skipped = named_exclusions(paths, settings)
+    for path, exclusion in skipped:
+        click.echo(f"torchlint: warning: {path} is excluded by {exclusion} (force-exclude): not linted", err=True)
+    return bool(skipped)
 
 
 class Progress:

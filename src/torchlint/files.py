@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 from torchlint.config import Settings
+from torchlint.exclusion import Exclusion
 
 if TYPE_CHECKING:
     import pathspec
@@ -29,15 +30,44 @@ SKIPPED_DIRS = frozenset(
 
 def discover(paths: Iterable[Path], settings: Settings) -> list[Path]:
     """The files to lint, sorted, without duplicates. A path that does not exist is kept:
-    reading it fails, and the engine reports that as TL000."""
+    reading it fails, and the engine reports that as TL000. As ruff's: a path named here is
+    linted (a folder walked) even when ``exclude`` matches it, unless ``force-exclude`` is
+    set (``named_exclusions`` says which are then left out, and why)."""
     found: dict[str, Path] = {}
+    skipped = {path for path, _ in named_exclusions(paths, settings)}
     for path in paths:
+        if path in skipped:
+            continue
         if path.is_dir():
-            for file in _walk(path, settings):
+            for file in _walk(path, _within_named(path, settings)):
                 found.setdefault(os.path.normpath(file), file)
-        elif not settings.is_excluded(path):
+        else:
             found.setdefault(os.path.normpath(path), path)
     return [found[k] for k in sorted(found)]
+
+
+def _within_named(folder: Path, settings: Settings) -> Settings:
+    """The settings a named folder is walked with: without the patterns that exclude the
+    folder itself, which is linted since it is named (``torchlint legacy/`` lints what is in
+    it, as ruff's does; the patterns still hold inside, for what they match there)."""
+    exclusion = settings.exclusion(folder, is_dir=True)
+    while exclusion is not None:
+        settings = settings.without_pattern(exclusion.pattern)
+        exclusion = settings.exclusion(folder, is_dir=True)
+    return settings
+
+
+def named_exclusions(paths: Iterable[Path], settings: Settings) -> list[tuple[Path, Exclusion]]:
+    """The paths named on the command line that ``force-exclude`` leaves out, each with the
+    pattern and setting that exclude it (none without ``force-exclude``)."""
+    if not settings.force_exclude:
+        return []
+    found = []
+    for path in paths:
+        exclusion = settings.exclusion(path, is_dir=path.is_dir())
+        if exclusion is not None:
+            found.append((path, exclusion))
+    return found
 
 
 def _gitignore_spec(directory: Path) -> pathspec.GitIgnoreSpec | None:
