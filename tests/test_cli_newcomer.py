@@ -101,3 +101,60 @@ def test_a_noqa_prefix_suppresses_the_codes_it_begins(tmp_path):
     assert run("check", "--no-cache", "t.py").exit_code == 0
     (tmp_path / "t.py").write_text("# torchlint: noqa: TL6\n" + BAD)
     assert run("check", "--no-cache", "t.py").exit_code == 1
+
+
+# --- defect 2: a fix withheld or made unsafe by the project says why -------------------------
+
+
+def _help_lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if line.strip().startswith("= help:")]
+
+
+def test_a_fix_withheld_by_another_file_says_which(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")  # the project's root
+    (tmp_path / "train.py").write_text(BAD)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "evaluate.py").write_text("import torch\nmodel = torch.load('m.pt', weights_only=False)\nmodel.eval()\n")
+    result = run("check", "--no-cache", "train.py")
+    assert "train.py:4:12: TL501 `torch.save`" in result.output  # no [*]
+    assert _help_lines(result.output) == ["= help: Save `state_dict()` instead (no fix: tools/evaluate.py loads the whole model)"]
+    assert "fixable" not in result.output
+
+    saved = BAD.replace("torch.save(model,", "torch.save({'model': model, 'epoch': 1},")
+    (tmp_path / "train.py").write_text(saved)
+    (tmp_path / "tools" / "evaluate.py").write_text("import torch\nckpt = torch.load('m.pt')\nckpt['model'].eval()\n")
+    assert _help_lines(run("check", "--no-cache", "train.py").output) == [
+        "= help: Save `state_dict()` instead (no fix: tools/evaluate.py uses the `model` entry of a loaded checkpoint as a module)"
+    ]
+
+
+def test_a_fix_withheld_by_a_load_in_the_same_file_says_so(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "train.py").write_text(BAD + "net = torch.load('other.pt', weights_only=False)\nnet.eval()\n")
+    assert _help_lines(run("check", "--no-cache", "train.py").output) == [
+        "= help: Save `state_dict()` instead (no fix: this file uses what `torch.load` gives as more than a `state_dict`)"
+    ]
+
+
+def test_a_fix_made_unsafe_by_an_unknown_project_says_why(tmp_path):
+    # Not a project's root (no pyproject.toml, setup.py or .git), and it holds a folder: the
+    # files that may load the checkpoint are not walked, so the fix is unsafe.
+    (tmp_path / "train.py").write_text(BAD)
+    (tmp_path / "data").mkdir()
+    result = run("check", "--no-cache", "train.py")
+    assert _help_lines(result.output) == ["= help: Save `state_dict()` instead (unsafe: which files of the project load it is not known)"]
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option." in result.output
+    (tmp_path / "data").rmdir()
+    alone = run("check", "--no-cache", "train.py")
+    assert _help_lines(alone.output) == ["= help: Save `state_dict()` instead"] and "TL501 [*]" in alone.output
+
+
+def test_the_reason_is_kept_by_the_cache(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "train.py").write_text(BAD)
+    (tmp_path / "evaluate.py").write_text("import torch\nmodel = torch.load('m.pt', weights_only=False)\nmodel.eval()\n")
+    expected = ["= help: Save `state_dict()` instead (no fix: evaluate.py loads the whole model)"]
+    assert _help_lines(run("check", "train.py").output) == expected
+    assert _help_lines(run("check", "train.py").output) == expected  # (from the cache)
+    (tmp_path / "evaluate.py").write_text("import torch\nstate = torch.load('m.pt')\n")
+    assert _help_lines(run("check", "train.py").output) == ["= help: Save `state_dict()` instead"]

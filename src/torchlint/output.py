@@ -153,7 +153,9 @@ def format_text(reports: Sequence[FileReport], sources: Sources | None = None, u
             width = max(1, (f.end.column - f.start.column) if f.end.row == f.start.row else len(source_line) - f.start.column + 1)
             block.append(f" {gutter} | {source_line}")
             block.append(f" {' ' * len(gutter)} | {' ' * (f.start.column - 1)}{'^' * width}")
-        if f.fix is not None:
+        if f.help is not None:
+            block.append(f"   = help: {f.help}")
+        elif f.fix is not None:
             note = "" if f.fix.applicability == "safe" else " (unsafe)"
             block.append(f"   = help: {f.fix.message}{note}")
         blocks.append("\n".join(block))
