@@ -72,6 +72,12 @@ def test_the_docs_site_builds_strictly(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "rules" / "index.html").is_file()
+    # The pages' edit links point at the default branch, main (MkDocs' default says master).
+    page = (tmp_path / "site" / "usage" / "index.html").read_text()
+    assert "/edit/main/docs/usage.md" in page and "/master/" not in page
+    # What `mkdocs build` leaves in the repository is ignored by git.
+    ignored = subprocess.run(["git", "check-ignore", "-q", "site/index.html"], cwd=ROOT)
+    assert ignored.returncode == 0, "site/ is not in .gitignore"
     # Every page under docs/ is in the site's navigation.
     nav = (ROOT / "mkdocs.yml").read_text()
     assert all(page.name in nav for page in (ROOT / "docs").glob("*.md"))
