@@ -158,3 +158,28 @@ def test_the_reason_is_kept_by_the_cache(tmp_path):
     assert _help_lines(run("check", "train.py").output) == expected  # (from the cache)
     (tmp_path / "evaluate.py").write_text("import torch\nstate = torch.load('m.pt')\n")
     assert _help_lines(run("check", "train.py").output) == ["= help: Save `state_dict()` instead"]
+
+
+# --- --watch (ruff's): lint again when a file changes ----------------------------------------
+
+
+def test_watch_lints_again_when_a_file_changes(tmp_path, monkeypatch):
+    import torchlint.cli
+
+    (tmp_path / "t.py").write_text(BAD)
+    polls = []
+
+    def poll(seconds):
+        polls.append(seconds)
+        if len(polls) == 2:  # (one poll that sees nothing new)
+            (tmp_path / "t.py").write_text(BAD.replace("torch.save(model,", "torch.save(model.state_dict(),") + "\n")
+        elif len(polls) == 4:
+            raise KeyboardInterrupt  # Ctrl-C
+
+    monkeypatch.setattr(torchlint.cli.time, "sleep", poll)
+    result = run("check", "--watch", "--no-cache", "--output-format", "concise", "t.py")
+    assert result.exit_code == 0
+    assert result.stdout == "t.py:4:12: TL501 [*] `torch.save` of a whole `nn.Module`; save its `state_dict()` instead\nFound 1 error.\n[*] 1 fixable with the `--fix` option.\nAll checks passed!\n"
+    assert result.stderr.count("Starting linter in watch mode...") == 1
+    assert result.stderr.count("File change detected...") == 1
+    assert run("check", "--watch", "-").exit_code == 2  # standard input cannot be watched

@@ -140,6 +140,7 @@ def run() -> None:
     default=None,
     help="Apply the exclusions to paths named on the command line too (as the pre-commit hooks do).",
 )
+@click.option("--watch", is_flag=True, help="Lint again whenever a linted file or the configuration changes (Ctrl-C stops).")
 @compiled_dataclasses()
 def check(
     paths: tuple[Path, ...],
@@ -158,8 +159,11 @@ def check(
     stdin_filename: Path | None,
     extend_exclude: str | None,
     force_exclude: bool | None,
+    watch: bool,
 ) -> None:
     """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
+    if watch:
+        _watch(click.get_current_context())
     from torchlint.runner import FileReport, RunOptions, check_files, lint_source
 
     stdin = any(str(p) == "-" for p in paths) or (stdin_filename is not None and not paths)
@@ -289,6 +293,56 @@ def _skipped_named(paths: Sequence[Path], settings) -> bool:
     for path, exclusion in skipped:
         click.echo(f"torchlint: warning: {path} is excluded by {exclusion} (force-exclude): not linted", err=True)
     return bool(skipped)
+
+
+WATCH_INTERVAL_SECONDS = 0.5
+
+
+def _watch(ctx: click.Context) -> None:
+    """``--watch``, as ruff's: lint, then poll the files the run would lint and the
+    configuration every ``WATCH_INTERVAL_SECONDS``, and lint again when one is added, removed
+    or changed (after a ``--fix`` run, what it wrote is the new state), until Ctrl-C."""
+    params = {**ctx.params, "watch": False}
+    if any(str(p) == "-" for p in params["paths"]) or params["stdin_filename"] is not None:
+        raise click.UsageError("--watch cannot read standard input")
+    click.echo(f"[{time.strftime('%H:%M:%S')}] Starting linter in watch mode...", err=True)
+    seen = None
+    try:
+        while True:
+            state = _watched_state(params)
+            if state != seen:
+                if seen is not None:
+                    click.echo(f"[{time.strftime('%H:%M:%S')}] File change detected...", err=True)
+                try:
+                    ctx.invoke(check, **params)
+                except SystemExit:
+                    pass
+                seen = _watched_state(params)
+            time.sleep(WATCH_INTERVAL_SECONDS)
+    except KeyboardInterrupt:
+        ctx.exit(0)
+
+
+def _watched_state(params: dict) -> object:
+    """What ``--watch`` compares between polls: each file to lint and the configuration file,
+    with its size and modification time (a broken configuration: its message)."""
+    from torchlint.files import discover
+
+    paths = list(params["paths"]) or [Path(".")]
+    try:
+        settings = resolve_settings(
+            paths, params["config"], extend_exclude=_codes(params["extend_exclude"]), force_exclude=params["force_exclude"]
+        )
+    except ConfigError as error:
+        return str(error)
+    state = []
+    for path in [*discover(paths, settings), *([settings.config_file] if settings.config_file else [])]:
+        try:
+            status = path.stat()
+            state.append((str(path), status.st_mtime_ns, status.st_size))
+        except OSError:
+            state.append((str(path), None, None))
+    return state
 
 
 class Progress:
