@@ -424,6 +424,7 @@ def test_a_fix_never_hides_what_a_cell_displays(last):
     nb = notebook(code(LOAD), code(last))
     result = lint(nb, rules=TL402, fix=True, with_edits=True)
     assert where(result) == [("TL402", 2, 1, 1)] and result.findings[0].fix is None
+    assert result.findings[0].help.endswith(" (no fix: in a notebook it would change what the cell displays)")
     assert result.fixed_source == jupyter(nb)
 
 
@@ -460,6 +461,7 @@ def test_a_fix_that_reaches_into_another_cell_is_dropped():
     nb = notebook(code("import torch"), code("model = torch.nn.Linear(2, 2)\nmodel = model.cuda()"))
     result = lint(nb, rules=[rule_by_code("TL201")], fix=True)
     assert where(result) == [("TL201", 2, 2, 15)] and result.findings[0].fix is None
+    assert result.findings[0].help == "Use `.to(device)` (no fix: in a notebook it would change another cell)"
     assert result.fixed_source == jupyter(nb)
 
 

@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     import pathspec
 
 from torchlint.engine import INVALID_FILE
+from torchlint.exclusion import Exclusion, PatternSet, excluded_by, shown
 from torchlint.rule import Rule
 from torchlint.rules import all_rules
 
 KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-torch")
+KEYS += ("extend-exclude", "force-exclude")  # (exclusion.py)
 
 
 class ConfigError(Exception):
@@ -39,6 +41,11 @@ class Settings:
     # `target-torch`: the oldest torch the project supports, as (major, minor); None: read
     # from the project's declared requirement on torch (semantic/supported_torch.py).
     target_torch: tuple[int, int] | None = None
+    # `extend-exclude` (relative to ``root``, as `exclude`), `--extend-exclude` (relative to
+    # the folder the command ran in), and `force-exclude` / `--force-exclude` (exclusion.py).
+    extend_exclude: tuple[str, ...] = ()
+    command_line_exclude: PatternSet | None = None
+    force_exclude: bool = False
 
     def __post_init__(self) -> None:
         for selector in (*(self.select or ()), *self.extend_select):
@@ -47,12 +54,6 @@ class Settings:
             validate_selector(selector, self.config_file, deselecting=True)
 
     # The patterns are compiled on first use (pathspec is imported only when some are set).
-    @cached_property
-    def _exclude_spec(self) -> pathspec.GitIgnoreSpec:
-        import pathspec
-
-        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
-
     @cached_property
     def _per_file(self) -> tuple[tuple[pathspec.GitIgnoreSpec, tuple[str, ...]], ...]:
         import pathspec
@@ -69,10 +70,35 @@ class Settings:
         return None if rel.startswith("..") else Path(rel).as_posix()
 
     def is_excluded(self, path: Path, is_dir: bool = False) -> bool:
-        if not self.exclude:
-            return False
-        rel = self.relative(path)
-        return rel is not None and self._exclude_spec.match_file(rel + "/" if is_dir else rel)
+        return self.exclusion(path, is_dir) is not None
+
+    def exclusion(self, path: Path, is_dir: bool = False) -> Exclusion | None:
+        """The pattern, and the setting holding it, that excludes ``path``; None: not excluded."""
+        return excluded_by(self._exclusions, path, is_dir)
+
+    def without_pattern(self, pattern: str) -> Settings:
+        """These settings without the exclusion pattern ``pattern`` (in any of its settings)."""
+        import dataclasses
+
+        def drop(patterns: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(p for p in patterns if p != pattern)
+
+        line = self.command_line_exclude
+        return dataclasses.replace(
+            self, exclude=drop(self.exclude), extend_exclude=drop(self.extend_exclude),
+            command_line_exclude=dataclasses.replace(line, patterns=drop(line.patterns)) if line is not None else None,
+        )
+
+    @cached_property
+    def _exclusions(self) -> tuple[PatternSet, ...]:
+        where = f" in {shown(self.config_file)}"
+        found = [
+            PatternSet(self.root, self.exclude, f"`exclude`{where}"),
+            PatternSet(self.root, self.extend_exclude, f"`extend-exclude`{where}"),
+        ]
+        if self.command_line_exclude is not None:
+            found.append(self.command_line_exclude)
+        return tuple(p for p in found if p.patterns)
 
     def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
         rules = self.enabled
@@ -200,6 +226,9 @@ def load_settings(config_file: Path | None) -> Settings:
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(f"{config_file}: `per-file-ignores` must be a table of pattern = [codes]")
+    force_exclude = table.get("force-exclude", False)
+    if not isinstance(force_exclude, bool):
+        raise ConfigError(f"{config_file}: `force-exclude` must be true or false")
     target_torch = None
     if "target-torch" in table:
         from torchlint.semantic.supported_torch import parse_target
@@ -216,6 +245,8 @@ def load_settings(config_file: Path | None) -> Settings:
         extend_select=_codes(table.get("extend-select", []), "extend-select", config_file),
         ignore=_codes(table.get("ignore", []), "ignore", config_file),
         exclude=_codes(table.get("exclude", []), "exclude", config_file),
+        extend_exclude=_codes(table.get("extend-exclude", []), "extend-exclude", config_file),
+        force_exclude=force_exclude,
         per_file_ignores=tuple(
             (pattern, _codes(codes, f"per-file-ignores.{pattern}", config_file)) for pattern, codes in sorted(per_file.items())
         ),
@@ -228,8 +259,12 @@ def resolve_settings(
     select: Sequence[str] | None = None,
     extend_select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    extend_exclude: Sequence[str] = (),
+    force_exclude: bool | None = None,
 ) -> Settings:
-    """The run's settings: the config file (given, or the nearest one), then the CLI's overrides."""
+    """The run's settings: the config file (given, or the nearest one), then the CLI's
+    overrides (``extend_exclude``: patterns relative to the current folder; ``force_exclude``:
+    None keeps the configuration's)."""
     if config is None:
         # A path that does not exist (standard input's --stdin-filename) is looked up from
         # its folder.
@@ -246,6 +281,9 @@ def resolve_settings(
         exclude=settings.exclude,
         per_file_ignores=settings.per_file_ignores,
         target_torch=settings.target_torch,
+        extend_exclude=settings.extend_exclude,
+        command_line_exclude=PatternSet(Path.cwd(), tuple(extend_exclude), "`--extend-exclude`") if extend_exclude else None,
+        force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
     )
 
 

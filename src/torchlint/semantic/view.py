@@ -590,9 +590,9 @@ class ProjectView:
                 answers.append(ProjectView(self.index, path).mode_layers(built) if built else None)
         return answers
 
-    def module_loads(self) -> tuple[str, ...] | None:
-        """What the project's files read as a module of what ``torch.load`` gives them
-        (``ProjectIndex.module_loads``); None: unknown."""
+    def module_loads(self) -> tuple[tuple[str, str], ...] | None:
+        """What the project's files read as a module of what ``torch.load`` gives them, each
+        with a file that reads it (``ProjectIndex.module_loads``); None: unknown."""
         return self.index.module_loads(self.path)
 
     def gives_no_graph(self, qname: str) -> bool | None:
@@ -697,7 +697,7 @@ class AskedView:
     def star_imports_torch(self, module: str) -> bool | None:
         return self._ask("star_imports_torch", module)
 
-    def module_loads(self) -> tuple[str, ...] | None:
+    def module_loads(self) -> tuple[tuple[str, str], ...] | None:
         return self._ask("module_loads")
 
     def returns_argument(self, qname: str) -> int | None:
