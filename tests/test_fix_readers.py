@@ -1,0 +1,33 @@
+"""A safe fix knows every reader of what it changes (issue 39): each case's fixes have the
+applicability listed, and a run with safe fixes only gives the fixture's expected output
+where they are safe and leaves the file alone where none is (the fixture's `.fixed.py` is
+the output with unsafe fixes too)."""
+
+import pytest
+
+from torchlint.config import select_rules
+from torchlint.engine import FixMode, lint_module_source
+from torchlint.rule import Applicability
+
+from rule_fixtures import RULES_DIR
+
+SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
+
+CASES = {
+    # A demonstration that reads the tensor's device after the discarded move.
+    ("TL203", "bad_device_inspected"): UNSAFE,
+    ("TL203", "bad_discarded"): SAFE,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES), ids=lambda c: "/".join(c))
+def test_each_fix_has_the_applicability_its_readers_allow(case):
+    code, name = case
+    source = (RULES_DIR / code / f"{name}.py").read_bytes()
+    rules = select_rules([code], [], [])
+    findings = [f for f in lint_module_source(source, rules, FixMode.NONE).findings if f.code == code]
+    assert findings and all(f.fix is not None for f in findings)
+    assert {f.fix.applicability for f in findings} == {CASES[case]}
+    safe_only = lint_module_source(source, rules, FixMode.SAFE).fixed_source
+    expected = (RULES_DIR / code / f"{name}.fixed.py").read_bytes() if CASES[case] is SAFE else source
+    assert safe_only == expected
