@@ -14,6 +14,8 @@ from rule_fixtures import RULES_DIR
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 
 CASES = {
+    # A load annotated as a mapping and read by load_state_dict alone.
+    ("TL501", "bad_loaded_annotated_as_mapping"): SAFE,
     # Validation inside the batch loop: train() restored at the start of each step, in one go.
     ("TL107", "bad_validation_in_batch_loop"): SAFE,
     # A demonstration that reads the tensor's device after the discarded move.
