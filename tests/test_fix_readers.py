@@ -14,6 +14,14 @@ from rule_fixtures import RULES_DIR
 SAFE, UNSAFE = Applicability.SAFE, Applicability.UNSAFE
 
 CASES = {
+    # Every reader of the total (or list) known: one needs a tensor (.detach()), or none does (.item()).
+    ("TL301", "bad_total_read_as_tensor"): SAFE,
+    ("TL301", "bad_total_read_as_number"): SAFE,
+    ("TL301", "bad_append"): SAFE,
+    # A reader that is not known: given to a parameter, returned, kept in an attribute.
+    ("TL301", "bad_total_given_away"): UNSAFE,
+    ("TL301", "bad_running_loss_reset_every_n"): UNSAFE,
+    ("TL301", "bad_trainer_history"): UNSAFE,
     # A load annotated as a mapping and read by load_state_dict alone.
     ("TL501", "bad_loaded_annotated_as_mapping"): SAFE,
     # Validation inside the batch loop: train() restored at the start of each step, in one go.
@@ -58,3 +66,47 @@ def test_tl801_rewrites_the_scaler_s_class_tests_with_its_calls(tmp_path):
     [finding] = _findings_with_target_torch(tmp_path, "TL801", "bad_class_compared", (2, 3)).findings
     assert finding.fix.applicability is UNSAFE
     assert "`type(scaler) is torch.cuda.amp.GradScaler` still refers to `torch.cuda.amp.GradScaler`" in finding.fix.message
+
+
+# --- what the readers of a kept value need (semantic/readers.py) ---------------------------
+
+
+def _needs(code: str, holder: str, level: int) -> set[str]:
+    import textwrap
+
+    import libcst as cst
+    import libcst.matchers as m
+    from libcst.metadata import MetadataWrapper
+
+    from torchlint.semantic import SemanticModel
+    from torchlint.semantic.readers import readers_need
+
+    wrapper = MetadataWrapper(cst.parse_module("import numpy as np\nimport torch\n\n" + textwrap.dedent(code)))
+    model = SemanticModel(wrapper)
+    # The holder as the first statement binds it (`total = 0`, `losses = []`).
+    target = m.findall(model.module, m.AssignTarget(target=m.Name(holder)))[0].target
+    return readers_need(model, target, level)
+
+
+@pytest.mark.parametrize(
+    "code, holder, level, expected",
+    [
+        ("total = 0\nprint(total, f'{total / n:.3f}', float(total) < 1)\n", "total", 0, set()),
+        ("total = 0\nmean = total / n\nwriter.add_scalar('loss', mean, step)\n", "total", 0, set()),
+        ("total = 0\nprint(total.data.numpy())\n", "total", 0, {"tensor"}),
+        ("total = 0\nmean = total / n\nprint(mean.cpu())\n", "total", 0, {"tensor"}),
+        ("total = 0\nboth = torch.stack([total, other])\n", "total", 0, {"tensor"}),
+        ("total = 0\nreport(total)\n", "total", 0, {"unknown"}),
+        ("def f():\n    total = 0\n    return total / n\n", "total", 0, {"unknown"}),
+        ("total = 0\nself.epoch_loss = total\n", "total", 0, {"unknown"}),
+        ("losses = []\nprint(np.mean(losses), sum(losses) / len(losses), losses[-1] > 2)\n", "losses", 1, set()),
+        ("losses = []\nfor value in losses[-5:]:\n    print(value.item())\n", "losses", 1, {"tensor"}),
+        ("losses = []\nprint(torch.stack(losses).mean())\n", "losses", 1, {"tensor"}),
+        ("losses = []\nprint([l.item() for l in losses])\n", "losses", 1, {"tensor"}),
+        ("losses = []\nepochs = []\nepochs.append(sum(losses))\ntorch.save(epochs, 'l.pt')\n", "losses", 1, {"unknown"}),
+        ("meter = AverageMeter()\nprint(meter.avg, meter.count)\n", "meter", -1, set()),
+        ("meter = AverageMeter()\nprogress = [meter]\n", "meter", -1, {"unknown"}),
+    ],
+)
+def test_what_the_readers_of_a_kept_value_need(code, holder, level, expected):
+    assert _needs(code, holder, level) == expected
