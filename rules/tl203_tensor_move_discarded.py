@@ -2,7 +2,7 @@ import ast
 
 import libcst as cst
 
-from torchlint.rule import Fix, Prescreen
+from torchlint.rule import Applicability, Fix, Prescreen
 from torchlint.semantic import Kind
 from torchlint.torch_rule import TorchRule
 
@@ -16,6 +16,9 @@ TENSOR_FACTORIES = frozenset(
         "FloatTensor", "LongTensor",
     )
 )
+# What a tensor tells of its device: a program that reads one of these after the move sees
+# the change the fix makes (a demonstration that `.cuda()` does not move in place).
+DEVICE_PROPERTIES = frozenset({"device", "is_cuda", "is_cpu", "is_mps", "is_meta", "is_xpu", "get_device"})
 
 
 class TensorMoveDiscarded(TorchRule):
@@ -45,7 +48,10 @@ class TensorMoveDiscarded(TorchRule):
 
     ## Fix safety
     The fix assigns the result back (`x = x.to(device)`) and is safe: the bare statement had
-    no effect, so the only change is the one that was meant.
+    no effect, so the only change is the one that was meant. Where the code after the move
+    reads the tensor's device (`x.is_cuda`, `x.device`, `x.get_device()`), as a
+    demonstration that the move is not in place does, the fix changes what the program
+    reads and prints: it is unsafe there.
 
     The rule reports only receivers known to be tensors: names built by a torch factory, and
     the elements of a sample tuple taken from a data loader (`for x, y in loader:`). Modules,
@@ -78,11 +84,31 @@ class TensorMoveDiscarded(TorchRule):
         if not isinstance(receiver, cst.Name) or not self._is_tensor(receiver):
             return
         assign = cst.Assign(targets=[cst.AssignTarget(receiver)], value=call)
+        inspected = self._device_read_after(receiver, node)
+        applicability = Applicability.UNSAFE if inspected else Applicability.SAFE
+        message = f"Assign the result back to `{receiver.value}`"
+        if inspected:
+            message += f" (the code after it reads `{receiver.value}.{inspected}`, which the move changes)"
         self.report(
             call,
             self.message.format(call=self.context.module.code_for_node(call)),
-            fix=Fix(f"Assign the result back to `{receiver.value}`", {node: assign}),
+            fix=Fix(message, {node: assign}, applicability),
         )
+
+    def _device_read_after(self, receiver: cst.Name, statement: cst.CSTNode) -> str | None:
+        """The device property (``is_cuda``, ``device``, ``get_device``) that a read of the
+        tensor after the statement takes, if any: the value it reads is the one the fix moves."""
+        after = self.semantic.end_key(statement)
+        for assignment in self.semantic.assignments(receiver):
+            for access in assignment.references:
+                read = access.node
+                parent = self.semantic.parent(read)
+                if (
+                    isinstance(parent, cst.Attribute) and parent.value is read and parent.attr.value in DEVICE_PROPERTIES
+                    and self.semantic.start_key(read) > after
+                ):
+                    return parent.attr.value
+        return None
 
     def _is_tensor(self, name: cst.Name) -> bool:
         if self.semantic.kind(name) is not None:

@@ -5,6 +5,7 @@ import libcst as cst
 
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import Kind
+from torchlint.semantic.readers import METER, TENSOR, UNKNOWN, readers_need
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.training import GRAPH_KEEPING, MODEL_CALLEE as MODEL, code, dotted, last_name
 
@@ -71,18 +72,25 @@ class LossKeptWithGraph(TorchRule):
     ```
 
     ## Fix safety
-    Where the container or total is later used as a tensor (`torch.stack(losses)`,
-    `total.item()`) or the loss goes through a tensor method on the way (`loss.cpu()`), the
-    fix inserts `.detach()`: the value stays the same tensor without its graph, and nothing
-    backpropagates through it (a backward pass on it would have been exempt above), so that
-    fix is safe. Otherwise it appends `.item()`. That is safe where the stored tensor is the
-    very loss a backward pass with no gradient argument runs on (so it is one number) and
-    the holder stays in the code torchlint sees (not returned, yielded, or passed to a
-    function of the file): `history.append(loss)` in a plain loop. Elsewhere it is unsafe:
-    the stored value becomes a Python float, so code elsewhere that still treats it as a
-    tensor (a caller given the list) breaks, and `.item()` raises on a loss that is not a
-    single number (`reduction="none"`). For a model output the fix inserts `.detach()`,
-    unsafe: code elsewhere might still backpropagate through what was kept.
+    The fix knows every reader of the total or container: each read of the name in its
+    function, followed through the expressions, names, containers and loops the value goes
+    on to (`mean = total / n`, `sum(losses)`, `for l in losses`). Where one of them needs a
+    tensor (`total.item()`, `total.data.numpy()`, `total.cpu()`, `torch.stack([total, ...])`,
+    `torch.stack(losses)`, `losses[-1].item()`) or the loss goes through a tensor method on
+    the way (`loss.cpu()`), the fix inserts `.detach()`: the value stays the same tensor
+    without its graph, and nothing backpropagates through it (a backward pass on it would
+    have been exempt above), so that fix is safe. Otherwise every reader takes a number as
+    well as a tensor (arithmetic, comparisons, f-strings, `print`, `float`, `min`, `sum`,
+    NumPy, `math`, loggers and summary writers), and the fix appends `.item()`. That is safe
+    where the stored tensor is the very loss a backward pass with no gradient argument runs
+    on (so it is one number): `history.append(loss)` in a plain loop. Elsewhere it is unsafe:
+    `.item()` raises on a loss that is not a single number (`reduction="none"`). Where a
+    reader is not known, either fix is unsafe: the value is returned or yielded, stored in an
+    attribute (`self.losses`, read anywhere) or an entry, or given to a function torchlint
+    does not know (one of the file, a parameter, another library's), which may need a tensor
+    (for `.item()`) or backpropagate through it (for `.detach()`). For a model output the fix
+    inserts `.detach()`, unsafe: code elsewhere might still backpropagate through what was
+    kept.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)
@@ -153,14 +161,21 @@ class LossKeptWithGraph(TorchRule):
             return  # summing losses before backward()
         if training.iteration_of(store) is None and (self._returned(holder, scope) or self._flows_to_return(holder, scope)):
             return  # a helper or a forward() building the loss it returns from terms
-        if self._used_as_tensor(holder, scope) or not _is_stored_as_is(loss, value):
+        # Every reader of the holder decides: one that needs a tensor keeps one (`.detach()`),
+        # one torchlint does not follow (returned, given to an unknown function, an
+        # attribute's) makes the fix unsafe.
+        needs = readers_need(self.semantic, holder, _level(holder, store))
+        if isinstance(_root(holder), cst.Attribute) and self._used_as_tensor(holder, scope):
+            needs.add(TENSOR)  # (an attribute's readers are unknown; its class's are seen)
+        if TENSOR in needs or not _is_stored_as_is(loss, value):
             method, applicability = "detach", Applicability.SAFE
         else:
             # `.item()` changes the type: safe only on a loss known to be one number (a
-            # backward pass with no gradient argument runs on it) in a holder that stays here.
-            scalar = self._backward_without_gradient(loss)
+            # backward pass with no gradient argument runs on it).
             method = "item"
-            applicability = Applicability.SAFE if scalar and not self._escapes(holder, scope) else Applicability.UNSAFE
+            applicability = Applicability.SAFE if self._backward_without_gradient(loss) else Applicability.UNSAFE
+        if UNKNOWN in needs:
+            applicability = Applicability.UNSAFE
         replacement = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name(method)))
         fix = Fix(f"Store `{loss.value}.{method}()`", {loss: replacement}, applicability)
         self.report(loss, self.message.format(loss=loss.value, method=method), fix=fix)
@@ -261,22 +276,6 @@ class LossKeptWithGraph(TorchRule):
                 break
             derived |= grown
         return any(_carries(value, derived, finder.training) for value in finder.returned)
-
-    def _escapes(self, holder: cst.BaseExpression, scope: cst.CSTNode) -> bool:
-        """Whether the holder leaves the code torchlint sees whole: returned, yielded, or
-        passed to a function of this file (which may use it as a tensor)."""
-        if self._returned(holder, scope):
-            return True
-        holder = holder.value if isinstance(holder, cst.Subscript) else holder
-        name = re.escape(code(holder))
-        text = self._scope_code(self._holder_scope(holder, scope))
-        passed = re.compile(rf"[^\n]*(?<![\w.]){name}\b")
-        # A call of a function of this file (``f(`` or ``self.f(``) with the holder later on
-        # its line. (One alternation of every function's name made this quadratic.)
-        return any(
-            call.group(1) in self.semantic.functions and passed.match(text, call.end())
-            for call in _CALL_OPENING.finditer(text)
-        )
 
     def _iteration_loop(self, store: cst.CSTNode) -> cst.CSTNode | None:
         """The loop whose iterations the store outlives: the training iteration around it,
@@ -403,9 +402,6 @@ class LossKeptWithGraph(TorchRule):
             if info is not None:
                 return info.node
         return scope
-
-
-_CALL_OPENING = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\(")
 
 
 class _Rebinding(cst.CSTVisitor):
@@ -555,6 +551,22 @@ def _walk(node: cst.CSTNode):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def _root(holder: cst.BaseExpression) -> cst.BaseExpression:
+    """What a holder's entries hang from: ``log`` in ``log["loss"]``."""
+    while isinstance(holder, cst.Subscript):
+        holder = holder.value
+    return holder
+
+
+def _level(holder: cst.BaseExpression, store: cst.CSTNode) -> int:
+    """How deep the stored loss lies in the holder (``semantic.readers``): the holder of
+    ``total += loss`` is the loss (0), of ``losses.append(loss)`` a list of them (1), of
+    ``meter.update(loss, n)`` a running average (``METER``)."""
+    if isinstance(store, cst.Call) and isinstance(store.func, cst.Attribute):
+        return METER if store.func.attr.value == "update" else 1
+    return 0
 
 
 def _base_name(holder: cst.BaseExpression) -> str | None:

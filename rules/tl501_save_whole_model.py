@@ -1,3 +1,4 @@
+import ast
 from functools import cached_property
 from typing import Iterator
 
@@ -6,6 +7,7 @@ import libcst as cst
 from torchlint.rule import Applicability, Fix
 from torchlint.semantic import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS, Kind, call_argument
 from torchlint.semantic.model import MODULE_ONLY_USES
+from torchlint.semantic.summary import annotation_declares_module
 from torchlint.torch_rule import TorchRule
 
 
@@ -67,16 +69,24 @@ class SaveWholeModel(TorchRule):
     PyTorch 2.6 and later already fails, so that code needs changing anyway. When the same
     file calls `torch.load` and uses the result other than as an argument of
     `load_state_dict(...)` (for example `torch.load(path, weights_only=False)` then `.eval()`),
+    or binds it to a name annotated as anything but a mapping (`net: Net = torch.load(path)`),
     there is no fix: changing the save without the load would break the program, and which
-    load reads which file is not known. Nor is there one when another file of the project
-    (any Python file or notebook under the project root, whether or not it imports this one)
-    reads the part of a `torch.load` result that the save puts the module in as a module:
-    calls it, reads an attribute that a mapping lacks (`ckpt["model"].eval()`,
-    `.parameters()`), or passes it to a function other than `load_state_dict` (a name bound
-    to the loaded value or entry counts as it). The part is matched by the dict key the
-    module is saved under, or the loaded object itself for a bare module; which path each
-    load reads is not compared. In a project with more files than torchlint reads for this
-    (5000), those readers are unknown and the fix is unsafe. A dict bound to a name that is used again besides the
+    load reads which file is not known. A notebook is one program in cell order: a later
+    cell's load counts, and so does the load of a `%%writefile` cell's module (and that
+    module's save is judged by the notebook's loads). Nor is there a fix when another file of
+    the project (any Python file or notebook under the project root, whether or not it
+    imports this one) reads the part of a `torch.load` result that the save puts the module
+    in as a module: calls it, reads an attribute that a mapping lacks (`ckpt["model"].eval()`,
+    `.parameters()`), passes it to a function other than `load_state_dict`, or binds it to a
+    name annotated as a module (a name bound to the loaded value or entry counts as it). The
+    part is matched by the dict key the module is saved under, or the loaded object itself
+    for a bare module; which path each load reads is not compared. Where a file hands that
+    part (or the whole loaded object) on to readers torchlint does not follow (returns it, as
+    a `load_checkpoint(path)` helper does, stores it in an attribute or a container), or a
+    notebook runs code torchlint cannot read that may load it (a masked IPython line such as
+    `%time net = torch.load(path)`, a cell that is not valid Python), not every reader is
+    known and the fix is unsafe. In a project with more files than torchlint reads for this
+    (5000), those readers are unknown and the fix is unsafe too. A dict bound to a name that is used again besides the
     save gets no fix either. The fix of a helper's parameter is unsafe: that its callers pass
     modules is known only of the callers torchlint sees (code outside the project, or beyond
     what the index reads, may call the helper with something else). The fixes of the shapes
@@ -358,15 +368,23 @@ class SaveWholeModel(TorchRule):
         """A file of the project (its path in the project) that reads, as a module, the part
         of a ``torch.load`` result that the save puts the module in: ``key`` "" the saved
         object, a dict key ("*": one not spelled as a string), None a place in a list or
-        tuple. False: none does; None: unknown (a project too large to read)."""
+        tuple. False: none does; None: unknown (a project too large to read, or a file that
+        hands that part, or the whole loaded object, to readers its summary does not follow:
+        ``ModuleSummary.module_loads``)."""
         loads = self.semantic.project_module_loads()
         if loads is None:
             return None
-        if key == "":
-            return loads.get("", False)
-        if key is None or key == "*":
-            return next((reader for read, reader in sorted(loads.items()) if read != ""), False)
-        return loads.get(key) or loads.get("*") or False
+        known = {read: reader for read, reader in sorted(loads.items()) if not read.startswith("?")}
+        unknown = {read[1:] for read in loads if read.startswith("?")}
+        if _reads_part(set(known), key):
+            if key == "":
+                return known[""]
+            if key is None or key == "*":
+                return next(reader for read, reader in known.items() if read != "")
+            return known.get(key) or known["*"]
+        if "" in unknown or _reads_part(unknown, key):
+            return None
+        return False
 
     @cached_property
     def _loads_may_read_a_module(self) -> bool:
@@ -375,9 +393,23 @@ class SaveWholeModel(TorchRule):
         for load in self._loads_in(None):
             if self._is_in_memory_buffer(_argument(load, 0, "f")):
                 continue
+            if self._annotated_as_module(load):
+                return True  # net: Net = torch.load(path)
             if not all(self._inside_load_state_dict(use) for use in self.semantic.reads_of(load)):
                 return True
         return False
+
+    def _annotated_as_module(self, load: cst.Call) -> bool:
+        """``net: Net = torch.load(path)``: an annotated assignment of the load whose
+        annotation may declare a module (anything but a mapping, ``Any`` or ``object``)."""
+        parent = self.semantic.parent(load)
+        if not (isinstance(parent, cst.AnnAssign) and parent.value is load):
+            return False
+        try:
+            annotation = ast.parse(self.context.module.code_for_node(parent.annotation.annotation).strip(), mode="eval").body
+        except SyntaxError:
+            return True
+        return annotation_declares_module(annotation)
 
     def _round_trip(self, save: cst.Call) -> bool:
         """The function that saves also loads the same path back whole."""
@@ -423,6 +455,17 @@ class SaveWholeModel(TorchRule):
             if isinstance(item, cst.WithItem) and self.semantic.is_call_to(item.item, "io.BytesIO"):
                 return True
         return False
+
+
+def _reads_part(reads: set[str], key: str | None) -> bool:
+    """Whether reads of these parts of loaded objects ("" the whole, a dict key, "*" any key)
+    reach the part a save puts the module in (``key``: "" the saved object, a dict key, "*"
+    one not spelled, None a place in a list or tuple)."""
+    if key == "":
+        return "" in reads
+    if key is None or key == "*":
+        return any(read != "" for read in reads)
+    return key in reads or "*" in reads
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:

@@ -1,3 +1,5 @@
+from functools import cached_property
+
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix
@@ -80,6 +82,17 @@ class DeprecatedCudaAmp(TorchRule):
     torch.cuda.amp as amp`, is rewritten, that name (or the whole import) goes with them;
     one still read otherwise stays.
 
+    `torch.amp.GradScaler("cuda")` is not an instance of `torch.cuda.amp.GradScaler` (the old
+    class is a subclass of the new one): code that tests a scaler with
+    `isinstance(scaler, torch.cuda.amp.GradScaler)` would stop recognising it, and loss
+    scaling could silently stop. The fix of a `GradScaler` call therefore also rewrites each
+    `isinstance` or `issubclass` test of the file whose class (or one of a tuple of classes)
+    is the deprecated one, to `torch.amp.GradScaler`, which both the old and the new scalers
+    are instances of. Any other reference to the old class in the file (`type(s) is
+    GradScaler`, `cls = torch.cuda.amp.GradScaler`; annotations aside) is left as it is, and
+    the fix is then unsafe and its message names that reference. (Tests in other files of
+    the project are not seen.)
+
     A project that pins or caps torch below 2.4 (`torch==1.13.1`, `torch<2.4` in every
     requirement it declares) never sees the deprecation, and is not told about it.
 
@@ -136,6 +149,15 @@ class DeprecatedCudaAmp(TorchRule):
                     changes[other[1]] = other[2]
                     written.append(other[1])
                 changes.update(drop_aliases(self.semantic, imported.statement, [imported.alias]))
+        untested = []  # references to the old class that the fix leaves (a class test it cannot rewrite)
+        if "GradScaler" in names:
+            for reference in self._scaler_class_references:
+                test = self._rewrite_class_test(reference)
+                if test is not None:
+                    changes[test[0]] = test[1]
+                    written.append(test[0])
+                elif reference not in changes:
+                    untested.append(reference)
         # `torch` must exist where each rewritten use runs (a notebook's cell before the one
         # that imports torch: the import is added there).
         changes = with_import_first(self.semantic, changes, self.semantic.torch_alias, written)
@@ -143,9 +165,90 @@ class DeprecatedCudaAmp(TorchRule):
             return None
         needed = max(names, key=lambda n: torch_api.version(ADDED_IN[n]))
         shown = " and ".join(f"`torch.amp.{n}`" for n in sorted(names))
+        if untested:
+            where = self.context.module.code_for_node(self._expression_around(untested[0]))
+            where = where if len(where) <= 60 else where[:57] + "..."
+            message = f"Use {shown}; `{where}` still refers to `torch.cuda.amp.GradScaler`, which the new scaler is not an instance of"
+            return Fix(message, changes, Applicability.UNSAFE)
         if torch_api.available(ADDED_IN[needed], self.semantic.oldest_torch):
             return Fix(f"Use {shown}", changes)
         return Fix(f"Use {shown} (torch {ADDED_IN[needed]} or later)", changes, Applicability.UNSAFE)
+
+    @cached_property
+    def _scaler_class_references(self) -> list[cst.BaseExpression]:
+        """The references to the deprecated ``GradScaler`` class in the file other than the
+        calls that build one, its imports and annotations: class tests and the like."""
+        found = []
+        rule = self
+
+        class References(cst.CSTVisitor):
+            def visit_Import(self, node: cst.Import) -> bool:
+                return False
+
+            def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+                return False
+
+            def visit_Annotation(self, node: cst.Annotation) -> bool:
+                return False
+
+            def visit_Name(self, node: cst.Name) -> None:
+                self._reference(node)
+
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                return not self._reference(node)
+
+            def _reference(self, node: cst.Name | cst.Attribute) -> bool:
+                qnames = rule.semantic.qualified_names(node)
+                if not qnames or not all(DEPRECATED.get(q) == "GradScaler" for q in qnames):
+                    return False
+                parent = rule.semantic.parent(node)
+                if not (isinstance(parent, cst.Call) and parent.func is node):
+                    found.append(node)
+                return True
+
+        if "GradScaler" in self.context.module.code:
+            self.context.module.visit(References())
+        return found
+
+    def _rewrite_class_test(self, reference: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        """``torch.cuda.amp.GradScaler`` as the class of an ``isinstance`` or ``issubclass``
+        test (or one of a tuple of classes there), with ``torch.amp.GradScaler``, which old
+        and new scalers are both instances of; None for any other reference."""
+        torch = self.semantic.torch_alias
+        use = self._class_use(reference)
+        if torch is None or not isinstance(use, cst.Call) or len(use.args) != 2 or any(a.star or a.keyword for a in use.args):
+            return None
+        if self.semantic.qualified_name(use.func) not in ("builtins.isinstance", "builtins.issubclass"):
+            return None
+        return reference, cst.parse_expression(f"{torch}.amp.GradScaler")
+
+    def _expression_around(self, reference: cst.BaseExpression) -> cst.CSTNode:
+        """The whole expression a reference is part of (``type(s) is C``), or its statement
+        where it stands alone (``cls = C``): what a message shows of it."""
+        found = reference
+        for ancestor in self.semantic.ancestors(reference):
+            if isinstance(ancestor, (cst.BaseStatement, cst.BaseSuite)):
+                break
+            if isinstance(ancestor, cst.BaseSmallStatement):
+                return ancestor if found is reference else found
+            if isinstance(ancestor, cst.BaseExpression):
+                found = ancestor
+        return found
+
+    def _class_use(self, reference: cst.BaseExpression) -> cst.CSTNode:
+        """What a class reference is used in: the call it is the second argument of
+        (``isinstance(s, C)``, ``isinstance(s, (A, C))``), else its parent expression."""
+        parent = self.semantic.parent(reference)
+        if isinstance(parent, cst.Element) and isinstance(self.semantic.parent(parent), cst.Tuple):
+            tuple_ = self.semantic.parent(parent)
+            arg = self.semantic.parent(tuple_)
+            if isinstance(arg, cst.Arg) and arg.value is tuple_:
+                parent = arg
+        if isinstance(parent, cst.Arg):
+            call = self.semantic.parent(parent)
+            if isinstance(call, cst.Call) and len(call.args) == 2 and call.args[1] is parent:
+                return call
+        return parent if isinstance(parent, cst.BaseExpression) else reference
 
     def _rewrite(self, used: cst.BaseExpression) -> tuple[str, cst.CSTNode, cst.CSTNode] | None:
         """(the API's name, the node to replace, its replacement) for a use of the deprecated
@@ -163,6 +266,10 @@ class DeprecatedCudaAmp(TorchRule):
             return name, parent, parent.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}"), args=args)
         if isinstance(parent, cst.Decorator) and parent.decorator is used and name in ("custom_fwd", "custom_bwd"):
             return name, used, cst.parse_expression(f'{torch}.amp.{name}(device_type="cuda")')
+        if name == "GradScaler":  # isinstance(s, GradScaler), rewritten with the calls
+            test = self._rewrite_class_test(used)
+            if test is not None:
+                return (name, *test)
         return None
 
     def _message(self, name: str) -> str:

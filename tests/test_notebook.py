@@ -583,3 +583,50 @@ def test_an_import_in_a_later_cell_does_not_hide_the_function_defined_before_the
     later = "from utils import evaluate\nprint(evaluate(model, test_loader))"
     result = lint(notebook(code(net), code(evaluate), code(training), code(later)), rules=[rule_by_code("TL402")])
     assert where(result) == [("TL402", 2, 5, 21)]  # (cells and columns counted from 1)
+
+
+# --- every loader of a saved module, in the notebook's cells -------------------------------
+
+
+def _tl501_fixes(tmp_path, *cells: dict) -> list[str | None]:
+    """The applicability of each TL501 fix in a notebook linted with its project index (the
+    notebook alone in its folder), None for a finding without one."""
+    from torchlint.project import build_index
+
+    path = tmp_path / "nb.ipynb"
+    path.write_bytes(jupyter(notebook(*cells)))
+    view = build_index([path], tmp_path).view(path)
+    findings = lint_notebook(path.read_bytes(), TL501, FixMode.NONE, project=view).findings
+    return [f.fix and f.fix.applicability.value for f in findings if f.code == "TL501"]
+
+
+LOADS_BACK = 'net = torch.load("m.pt", weights_only=False)\nnet.eval()'
+LOADS_WEIGHTS = 'model.load_state_dict(torch.load("m.pt"))'
+
+
+def test_a_later_cell_that_loads_the_module_whole_takes_the_fix_away(tmp_path):
+    assert _tl501_fixes(tmp_path, code(MODEL), code(SAVE), code(LOADS_WEIGHTS)) == ["safe"]
+    assert _tl501_fixes(tmp_path, code(MODEL), code(SAVE), code(LOADS_BACK)) == [None]
+    # Annotated as the module it is, even unread.
+    assert _tl501_fixes(tmp_path, code(MODEL), code(SAVE), code('net: nn.Linear = torch.load("m.pt")')) == [None]
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        '%time net = torch.load("m.pt", weights_only=False)\nnet.eval()',  # a masked IPython line
+        'net = torch.load("m.pt", weights_only=False\nnet.eval()',  # a cell left out as invalid
+    ],
+)
+def test_a_load_the_lint_cannot_read_makes_the_fix_unsafe(tmp_path, hidden):
+    assert _tl501_fixes(tmp_path, code(MODEL), code(SAVE), code(hidden)) == ["unsafe"]
+
+
+def test_a_written_module_and_the_kernel_see_each_other_s_loads(tmp_path):
+    """A `%%writefile` cell's save is loaded by a later kernel cell, and a kernel save by a
+    written module: each reader decides the other's fix."""
+    written = f"%%writefile train.py\n{MODEL}\n{SAVE}\n"
+    assert _tl501_fixes(tmp_path, code(written), code("!python train.py"), code(f"{MODEL}\n{LOADS_WEIGHTS}")) == ["safe"]
+    assert _tl501_fixes(tmp_path, code(written), code("!python train.py"), code(f"import torch\n{LOADS_BACK}")) == [None]
+    predict = f"%%writefile predict.py\nimport torch\n{LOADS_BACK}\n"
+    assert _tl501_fixes(tmp_path, code(MODEL), code(SAVE), code(predict)) == [None]

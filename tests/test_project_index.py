@@ -768,3 +768,30 @@ def test_a_helper_that_ends_the_graph_ends_the_flow(tmp_path):
     os.chdir(tmp_path)
     output = run("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", ".").output
     assert sorted(_reported(output, tmp_path)) == [("named.py", 10, "TL402"), ("star.py", 10, "TL402")]
+
+
+def test_every_loader_of_a_saved_module_must_be_known_for_a_safe_fix(tmp_path):
+    """Another file loads one save whole into a name annotated as a module (no fix), hands an
+    entry of another to callers the index does not follow (unsafe), and reads a third entry
+    only through `load_state_dict` (safe)."""
+    import json
+
+    project = _copy("checkpoint_loaded_elsewhere", tmp_path / "p")
+    args = ("check", "--no-cache", "--select", "TL501", "--output-format", "json", "--exit-zero", "-j", "1", str(project))
+    found = [(f["location"]["column"], f["fix"] and f["fix"]["applicability"]) for f in json.loads(run(*args).output)]
+    assert found == [(12, None), (24, "unsafe"), (44, "safe")]
+    run("check", "--no-cache", "--select", "TL501", "--fix", "--exit-zero", "-j", "1", str(project))
+    assert 'torch.save({"encoder": encoder, "decoder": decoder.state_dict()}, "parts.pt")' in (project / "train.py").read_text()
+
+
+def test_summary_keeps_annotated_loads_and_loads_handed_to_unknown_readers():
+    summary = summarize(
+        "import torch\nfrom typing import Optional\n\n"
+        "net: Net = torch.load('a')\n"  # annotated as a module: read as one
+        "sd: dict[str, torch.Tensor] = torch.load('b')\nmodel.load_state_dict(sd)\n"  # a mapping
+        "opt: Optional['OrderedDict'] = torch.load('c')['optimizer']\n\n\n"
+        "def load(path):\n    return torch.load(path)['encoder']\n\n\n"  # handed to the callers
+        "class Trainer:\n    def resume(self, path):\n        self.ckpt = torch.load(path)\n"  # stored
+        "        parts = [torch.load(p)['decoder'] for p in path]\n"  # in a container
+    )
+    assert summary.module_loads == ("", "?", "?decoder", "?encoder")

@@ -117,7 +117,12 @@ def lint_notebook(
     # The kernel's cells are one program; each `%%writefile` cell is a module of its own.
     kernel = [cell for cell in valid if cell.runs_in_kernel]
     programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel, project)] if kernel else []
-    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell], None) for cell in valid if not cell.runs_in_kernel]
+    # A written module is told of the project only who loads what it saves (the kernel's
+    # later cells may load it): ``WrittenModuleView``.
+    from torchlint.semantic.view import WrittenModuleView
+
+    written = WrittenModuleView(project) if project is not None else None
+    programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell], written) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
     fixed_count = 0
     failures = []
@@ -165,11 +170,32 @@ def _lint_program(
 def kernel_code(source: bytes) -> str | None:
     """The code the kernel runs, its valid cells joined as they are linted (IPython syntax
     masked); None for a file that is not a Python notebook."""
+    parts = notebook_code(source)
+    return parts[0] if parts is not None else None
+
+
+def notebook_code(source: bytes) -> tuple[str, list[str], list[str]] | None:
+    """The code of a notebook, as the project index reads it: the kernel's (``kernel_code``),
+    the module of each valid ``%%writefile name.py`` cell, and the text the kernel runs that
+    is not linted (the IPython lines masked in its cells, such as ``%time net =
+    torch.load(path)``, and the cells left out as invalid Python); None for a file that is
+    not a Python notebook."""
     try:
         cells = _code_cells(_load(source)[0])
     except InvalidNotebook:
         return None
-    return BOUNDARY.join("".join(c.lines) for c in cells if c.runs_in_kernel and _syntax_error(c) is None)
+    kernel, written, hidden = [], [], []
+    for cell in cells:
+        valid = _syntax_error(cell) is None
+        if not cell.runs_in_kernel:
+            if valid:
+                written.append("".join(cell.lines))
+        elif valid:
+            kernel.append("".join(cell.lines))
+            hidden.extend(cell.masked.values())
+        else:
+            hidden.append(cell.text)
+    return BOUNDARY.join(kernel), written, hidden
 
 
 # --- reading ---------------------------------------------------------------------------

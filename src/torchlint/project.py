@@ -10,6 +10,7 @@ an editor's new imports, the project's loaders of a checkpoint).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -293,14 +294,28 @@ def _module_names(path: Path) -> list[bytes]:
 
 
 def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | None:
-    """The summary of a file's content: a module's, or a notebook's kernel code."""
-    if suffix == ".ipynb":
-        from torchlint.notebook import kernel_code
+    """The summary of a file's content: a module's, or a notebook's kernel code, with what
+    its ``%%writefile`` cells' modules read of the loads they make, and "?" among its
+    ``module_loads`` where code the kernel runs but no summary reads (a masked IPython line,
+    a cell that is not valid Python) may load a checkpoint."""
+    if suffix != ".ipynb":
+        return summarize(source)
+    from torchlint.notebook import notebook_code
 
-        source = kernel_code(source if isinstance(source, bytes) else source.encode())
-        if source is None:
-            return None
-    return summarize(source)
+    parts = notebook_code(source if isinstance(source, bytes) else source.encode())
+    if parts is None:
+        return None
+    kernel, written, hidden = parts
+    summary = summarize(kernel)
+    if summary is None:
+        return None
+    loads = set(summary.module_loads)
+    for module in written:
+        found = summarize(module)
+        loads.update(found.module_loads if found is not None else ("?",) if "load" in module else ())
+    if any("load" in text for text in hidden):
+        loads.add("?")
+    return dataclasses.replace(summary, module_loads=tuple(sorted(loads))) if loads != set(summary.module_loads) else summary
 
 
 def cached_summarize(root: Path) -> Callable[[bytes, str], ModuleSummary | None]:

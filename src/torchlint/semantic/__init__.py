@@ -8,6 +8,7 @@ share about them, each in the module named for it:
   layers they change, evaluation scopes;
 - ``devices.py``: device choices; ``frameworks.py``: another framework's modules;
 - ``execution_order.py``: whether a name is bound where a fix writes it (notebooks in cell order);
+- ``readers.py``: what the readers of a kept value need of it (a tensor, a number, unknown);
 - ``summary.py``, ``index.py``, ``view.py``: the project index (one file's summary, the
   index of the project's summaries, what one file's lint sees of it);
 - ``torch_api.py``, ``supported_torch.py``, ``migration.py``, ``references.py``: the torch

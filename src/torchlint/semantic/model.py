@@ -751,10 +751,16 @@ class FileModel:
 
     def reads_of(self, value: cst.BaseExpression) -> list[cst.CSTNode]:
         """Where the value of an expression is read: the expression itself, or, when it is
-        assigned to a single name (``ckpt = torch.load(path)``), each read of that binding."""
+        assigned to a single name (``ckpt = torch.load(path)``, or annotated: ``ckpt: dict =
+        torch.load(path)``), each read of that binding."""
         parent = self.parent(value)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-            reads = self.binding_reads(parent.targets[0].target)
+        target = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign) and parent.value is value:
+            target = parent.target
+        if isinstance(target, cst.Name):
+            reads = self.binding_reads(target)
             if reads is not None:
                 return reads
         return [value]

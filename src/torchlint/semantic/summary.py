@@ -124,7 +124,9 @@ class ModuleSummary:
     star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
     # What the file reads as a module of what ``torch.load`` gives (``_Sites._module_read``):
     # "" the loaded object itself, a key of it (``ckpt["model"].eval()``), "*" a key not
-    # spelled as a string.
+    # spelled as a string; and, after a "?", what it hands to readers the summary does not
+    # follow (``_Sites._unknown_read``: returned, stored in an attribute or a container),
+    # or "?" alone for code the summary cannot read (a notebook's masked IPython lines).
     module_loads: tuple[str, ...] = ()
     # Top-level names bound to another name (``Model = DetectionModel``), with its qualified name.
     aliases: tuple[tuple[str, str], ...] = ()
@@ -798,6 +800,56 @@ class _Sites(ast.NodeVisitor):
                 self.body.loaded.pop(node.targets[0].id, None)
             else:
                 self.body.loaded[node.targets[0].id] = key
+        elif any(not isinstance(target, ast.Name) for target in node.targets):
+            self._unknown_read(node.value)  # self.model = torch.load(path), a, b = ckpt
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        """``net: Net = torch.load(path)``: the name holds the load as a plain assignment's
+        does, and an annotation other than a mapping's declares it a module."""
+        self.generic_visit(node)
+        if node.value is None:
+            return
+        if not isinstance(node.target, ast.Name):
+            self._unknown_read(node.value)  # self.model: Net = torch.load(path)
+            return
+        key = self._loaded_key(node.value)
+        if key is None:
+            self.body.loaded.pop(node.target.id, None)
+            return
+        self.body.loaded[node.target.id] = key
+        if annotation_declares_module(node.annotation):
+            self.module_loads.add(key)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.generic_visit(node)
+        if node.value is not None:
+            self._unknown_read(node.value)  # its readers are the callers'
+
+    def visit_Yield(self, node: ast.Yield | ast.YieldFrom) -> None:
+        self.generic_visit(node)
+        if node.value is not None:
+            self._unknown_read(node.value)
+
+    visit_YieldFrom = visit_Yield
+
+    def visit_List(self, node: ast.List | ast.Tuple | ast.Set) -> None:
+        self.generic_visit(node)
+        if not isinstance(getattr(node, "ctx", ast.Load()), ast.Store):
+            for element in node.elts:
+                self._unknown_read(element)  # [torch.load(a), torch.load(b)]: read from the container
+
+    visit_Tuple = visit_Set = visit_List
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        self.generic_visit(node)
+        for value in node.values:
+            self._unknown_read(value)
+
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        self.generic_visit(node)
+        self._unknown_read(node.value if isinstance(node, ast.DictComp) else node.elt)
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
 
     def _alias(self, node: ast.Assign) -> None:
         """``Model = DetectionModel`` at the top level: the name another one is known by."""
@@ -824,6 +876,16 @@ class _Sites(ast.NodeVisitor):
             key = expr.slice
             return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
         return None
+
+    def _unknown_read(self, expr: ast.expr) -> None:
+        """``expr`` goes where the summary does not follow it (returned, stored in an
+        attribute or a container): if it is a part of a load, the readers of that part are
+        not all known."""
+        if isinstance(expr, ast.Name) and not isinstance(expr.ctx, ast.Load):
+            return
+        key = self._loaded_key(expr)
+        if key is not None:
+            self.module_loads.add("?" + key)
 
     def _module_read(self, expr: ast.expr) -> None:
         """``expr`` is used as a module may be (called, an attribute other than a mapping's
@@ -930,6 +992,37 @@ _MAPPING_METHODS = frozenset(
     {"keys", "items", "values", "get", "copy", "pop", "popitem", "update", "setdefault", "clear", "move_to_end",
      "__contains__", "__getitem__", "__len__", "__iter__"}
 )
+# The heads of annotations that do not declare a loaded object a module: a mapping (a state
+# dict, a checkpoint), or anything at all.
+_NOT_MODULE_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "Any", "object", "None"})
+
+
+def annotation_declares_module(annotation: ast.expr) -> bool:
+    """Whether an annotation may declare a module (``Net``, ``nn.Module``, ``"Net"``,
+    ``Optional[Net]``): anything but a mapping, ``Any`` or ``object`` (``dict[str, Tensor]``,
+    ``Optional[OrderedDict]``, ``Dict | None``)."""
+    if isinstance(annotation, ast.Constant):
+        if annotation.value is None:
+            return False
+        if not isinstance(annotation.value, str):
+            return True
+        try:
+            annotation = ast.parse(annotation.value.strip(), mode="eval").body
+        except SyntaxError:
+            return True
+        return annotation_declares_module(annotation)
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return annotation_declares_module(annotation.left) or annotation_declares_module(annotation.right)
+    if isinstance(annotation, ast.Subscript):
+        head = _dotted(annotation.value)
+        if head is not None and head.rpartition(".")[2] in ("Optional", "Union"):
+            inner = annotation.slice
+            return any(annotation_declares_module(e) for e in (inner.elts if isinstance(inner, ast.Tuple) else [inner]))
+        return annotation_declares_module(annotation.value)
+    head = _dotted(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
+    return head is None or head.rpartition(".")[2] not in _NOT_MODULE_ANNOTATIONS
+
+
 # Builtins that look at any value alike: passing a loaded entry to them is no module use.
 _INSPECTING_BUILTINS = frozenset({"print", "len", "isinstance", "type", "repr", "str", "sorted", "list", "dict", "set", "iter"})
 

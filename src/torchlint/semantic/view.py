@@ -707,6 +707,28 @@ class AskedView:
         return self._ask("gives_no_graph", qname)
 
 
+class WrittenModuleView:
+    """What the module of a notebook's ``%%writefile name.py`` cell sees of its notebook's
+    project: who loads what it saves (``module_loads``: the notebook's later cells among
+    them, through the notebook's summary), and nothing else, every other question answered
+    as a lint without a project index answers it (the module is not the notebook, whose
+    name and callers the view knows)."""
+
+    def __init__(self, view: ProjectView | AskedView) -> None:
+        self._view = view
+
+    def module_loads(self) -> tuple[str, ...] | None:
+        return self._view.module_loads()
+
+    def argument_kinds(self, name: str, position: int, param: str) -> list | None:
+        return []  # (no other file's calls: as without an index)
+
+    def __getattr__(self, question: str):
+        if question not in QUESTIONS:
+            raise AttributeError(question)
+        return lambda *args: None
+
+
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
     """Whether ``view`` answers each question as it was answered (a cached result's). A
     question that fails does not hold: the lint asks it again, and reports the failure."""
