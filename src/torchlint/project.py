@@ -99,7 +99,10 @@ class DiskFiles:
                 summary = index.summaries.get(path)
                 if summary is None:
                     source = _read_file(path)
-                    if source is None or b"load" not in source:
+                    # (Only a file that calls a `load` (`torch.load(`, `load(` imported from
+                    # torch) or names `torch.load` can read one: `DataLoader(` and
+                    # `load_state_dict(` are no such call, and most files hold only those.)
+                    if source is None or not (b"load(" in source or b"torch.load" in source or b"load (" in source):
                         continue
                     summary = self._summarize(source, path.suffix)
                 if summary is not None:
