@@ -30,10 +30,14 @@ class LossKeptWithGraph(TorchRule):
     < best: best_loss = loss`, compared in later iterations). Also
     finds a model's output kept across the iterations of a training loop
     (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
-    not gathered for a loss).
+    not gathered for a loss), and a running total of any tensor computed from a model's
+    output with gradients on, whatever its name (`total = total + ((pred - y) ** 2).mean()`
+    in an evaluation loop; `epoch_loss += train_step(...)` of a helper that returns its loss
+    after `backward()`), whose fix adds `.detach()`.
 
-    A loss is what a backward pass in the same function runs on, a term summed into it, or
-    the output of a loss function or criterion. Left alone: `.item()`, `.detach()`,
+    A loss is what a backward pass in the same function runs on, a term summed into it (not
+    a batch's target, bound by the `for` over the data), or the output of a loss function
+    or criterion. Left alone: `.item()`, `.detach()`,
     `float(loss)` and `.data`; containers and totals re-created in every iteration (a reset
     under a condition, `if step % 100 == 0: running = 0`, still lets the total keep the
     graphs of the iterations in between, and is reported); summing
@@ -108,6 +112,7 @@ class LossKeptWithGraph(TorchRule):
         self._backward_by_name: dict[tuple[str, cst.FunctionDef | None], list] | None = None
         self._scope_codes: dict[cst.CSTNode, str] = {}
         self._flow_cache: dict[tuple[cst.FunctionDef, str], bool] = {}
+    total_message = "`{term}` is computed from the model's output with gradients on and summed across iterations with its autograd graph; add `.detach()`"
     output_message = "model output `{output}` is kept across training iterations with its autograd graph; store `{output}.detach()`"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -140,10 +145,14 @@ class LossKeptWithGraph(TorchRule):
 
     def _check(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         training = self.semantic.training
-        loss = next((name for name in _stored_names(value) if training.is_loss(name)), None)
+        # (A batch's target, `y` of `for x, y in loader`, is a term of the training loss but
+        # data, not a computed loss.)
+        loss = next((name for name in _stored_names(value) if training.is_loss(name) and not self._loop_data(name)), None)
         if loss is None:
             if isinstance(store, cst.Call):  # outputs.append(...): a container that grows
                 self._check_output(value, holder, store)
+            elif isinstance(store, (cst.AugAssign, cst.Assign)) and isinstance(holder, cst.Name):
+                self._check_total(value, holder, store)
             return
         values = self.semantic.values(loss)
         if training.detached(value) or all(map(training.detached, values or [loss])):
@@ -179,6 +188,43 @@ class LossKeptWithGraph(TorchRule):
         replacement = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name(method)))
         fix = Fix(f"Store `{loss.value}.{method}()`", {loss: replacement}, applicability)
         self.report(loss, self.message.format(loss=loss.value, method=method), fix=fix)
+
+    def _loop_data(self, name: cst.Name) -> bool:
+        """A name bound only as the target of a ``for`` loop or comprehension (a batch)."""
+        bindings = self.semantic.assignments(name)
+        return bool(bindings) and all(self._loop_target(b.node) for b in bindings)
+
+    def _loop_target(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.semantic.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.CompFor)):
+                return self.semantic.inside(node, ancestor.target)
+            if not isinstance(ancestor, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+                return False
+        return False
+
+    def _check_total(self, value: cst.BaseExpression, holder: cst.Name, store: cst.CSTNode) -> None:
+        """A running total of any tensor computed from a model's output with gradients on,
+        whatever its name (``total = total + ((pred - y) ** 2).mean()`` in an evaluation
+        loop): every iteration's graph stays alive in it."""
+        training = self.semantic.training
+        if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or not training.carries_grad(value) or training.detached(value):
+            return
+        loop = self._iteration_loop(store)
+        if loop is None or self._grad_off(store) or training.in_test(store) or self._reset_in(holder.value, loop, store):
+            return
+        scope = self.semantic.enclosing_function(store) or self.context.module
+        if self._backpropagated(holder, scope):
+            return  # summing terms before backward()
+        if training.iteration_of(store) is None and (self._returned(holder, scope) or self._flows_to_return(holder, scope)):
+            return  # a helper building what it returns
+        needs = readers_need(self.semantic, holder, _level(holder, store))
+        applicability = Applicability.UNSAFE if UNKNOWN in needs else Applicability.SAFE
+        term = value
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)) and not value.lpar:
+            term = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        name = code(value)
+        fix = Fix(f"Add `{name}.detach()`", {value: cst.Call(func=cst.Attribute(value=term, attr=cst.Name("detach")))}, applicability)
+        self.report(value, self.total_message.format(term=name), fix=fix)
 
     def _check_output(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         """A model's output kept across the iterations of a training loop (``outputs.append(model(x))``)."""
