@@ -555,8 +555,12 @@ class FileModel:
         return self._project_fact(func, "mode_effect")
 
     def project_requires_cuda(self, func: cst.BaseExpression) -> str | None:
-        """Why every call of an imported project function needs CUDA, or None."""
-        return self._project_fact(func, "requires_cuda")
+        """Why every call of an imported project function needs CUDA, or None; a name the
+        file never binds is looked up through its star imports (``from utils import *``)."""
+        reason = self._project_fact(func, "requires_cuda")
+        if reason is None and self.project is not None and isinstance(func, cst.Name) and not self.assignments(func) and self._has_star_import:
+            return self.project.requires_cuda(func.value)
+        return reason
 
     @cached_property
     def oldest_torch(self) -> tuple[int, int] | None:

@@ -329,7 +329,7 @@ class ProjectView:
         ``torch.cuda.set_device`` or starts NCCL on every path, it is a GPU kernel (Triton),
         or it calls on every path a GPU-only library's function or a project function that
         needs CUDA, to any depth; None otherwise."""
-        found = self.symbol(qname)
+        found = self._symbol_or_star(qname)  # (`init_distributed()` from `from utils import *`)
         if found is None or not isinstance(found.definition, FunctionSummary):
             return None
         return self._requires_cuda(found, frozenset())
@@ -599,17 +599,22 @@ class ProjectView:
         """Whether the project function ``qname`` gives back nothing that carries a graph of
         what it is given (``FunctionSummary.gives_no_graph``); None when it is not one that
         the index knows so."""
-        found = self.symbol(qname)
-        own = self.index.summary(self.path)
-        if found is None and "." not in qname and own is not None:
-            for module in own.star_imports:  # a bare name: through the file's star imports
-                named = self._star_binding(module, self.path, qname, 0)
-                if named is not None:
-                    found = self.symbol(*named)
-                    break
+        found = self._symbol_or_star(qname)
         if found is None or not isinstance(found.definition, FunctionSummary) or not found.definition.gives_no_graph:
             return None
         return True
+
+    def _symbol_or_star(self, qname: str) -> Symbol | None:
+        """``symbol(qname)``, or for a bare name the file does not bind, what its star imports
+        (``from .utils import *``) bind it to."""
+        found = self.symbol(qname)
+        own = self.index.summary(self.path)
+        if found is None and "." not in qname and own is not None:
+            for module in own.star_imports:
+                named = self._star_binding(module, self.path, qname, 0)
+                if named is not None:
+                    return self.symbol(*named)
+        return found
 
     def returns_argument(self, qname: str) -> int | None:
         """The position of the parameter the project function ``qname`` gives back
