@@ -10,10 +10,10 @@ from pathlib import Path
 
 import click
 
-from torchlint import cli_options
 from torchlint._startup import compiled_dataclasses, gc_paused
 
 with compiled_dataclasses(), gc_paused():  # LibCST's node classes and ours: see torchlint/_startup.py
+    from torchlint import cli_options
     from torchlint.config import ConfigError, resolve_settings
     from torchlint.engine import FixMode
     from torchlint.rule import Rule
