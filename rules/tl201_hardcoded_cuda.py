@@ -20,9 +20,12 @@ PLACEMENT_KEYWORDS = ("device", "map_location", "device_map")
 class HardcodedCuda(TorchRule):
     """
     ## What it does
-    Finds placements hardcoded to CUDA: `.cuda()`, `.to("cuda")`, `torch.device("cuda:0")`,
+    Finds placements hardcoded to CUDA: `.cuda()` (also `.cuda(device=0)`,
+    `.cuda(device="cuda")`), `.to("cuda")`, `torch.device("cuda:0")`,
     `device="cuda"` (and `map_location="cuda"`, a Hugging Face `device_map="cuda"`), a device
-    variable set to `"cuda"`. The legacy typed-tensor constructors (`torch.cuda.FloatTensor(n)`)
+    variable set to `"cuda"`, and a parameter's default `device="cuda"` that a call in the
+    file relies on (`Memory(16)` for `def __init__(self, size, device="cuda")`; a default
+    every call replaces is the callers' choice). The legacy typed-tensor constructors (`torch.cuda.FloatTensor(n)`)
     are left alone with the rest of the `torch.cuda` API: on real code they are mostly the
     output buffers of CUDA extension ops and of multi-GPU frameworks, CUDA-only by design in
     ways the code does not show.
@@ -57,9 +60,15 @@ class HardcodedCuda(TorchRule):
     `try`/`if` (inside one, the rest of that branch or `try` body is CUDA-only), loads a model
     quantized by bitsandbytes (`load_in_4bit=True` or `load_in_8bit=True`, given to
     `from_pretrained` or `BitsAndBytesConfig`; again only the rest of the branch when under
-    `if`/`try`), or is named for the GPU (`gpu_benchmark.py`, a tutorial's `502_GPU.py`: a
-    file name holding `cuda`, `gpu`, `vram`, `nccl` or `data_parallel`, where the file is
-    linted as one, not on standard input). Importing DeepSpeed, bitsandbytes or xformers does
+    `if`/`try`), or imports on every path (a statement of its own top-level body) a module
+    the project builds from CUDA sources only (`CUDAExtension("pkg._C", [...])` in a
+    `setup.py` of a folder above it, with no `CppExtension` to fall back to the CPU), a
+    compiled kernel (`roi_align_cuda`), or a project module that does, at any depth: without
+    a GPU such a module cannot be built or imported. A layout over several GPUs is CUDA-only
+    by design too: a class that places on two or more GPUs by number (`"cuda:0"` and
+    `"cuda:1"`, `.cuda(0)` and `.cuda(1)`: model parallelism), and code outside classes that
+    does so or builds such a class. A file's name is no evidence: `train_gpu.py` is judged
+    like any other file. Importing DeepSpeed, bitsandbytes or xformers does
     not count: they run on other accelerators or the CPU. A function that runs a
     `torch.distributed` collective (`all_reduce`, `all_gather`, ...) is CUDA-only by design
     too: NCCL needs CUDA tensors. So is a function of the file that only ever runs with a GPU,
@@ -199,6 +208,44 @@ class HardcodedCuda(TorchRule):
         reads = self.semantic.binding_reads(param) if param is not None else None
         return reads is not None and all(_compared(self.semantic.parent(read), read) for read in reads)
 
+    def visit_Param(self, node: cst.Param) -> None:
+        """``def __init__(self, n, device="cuda")``: a default that a call in the file relies
+        on (it does not pass the parameter) places on CUDA as a hardcoded value would."""
+        if node.default is None or not cuda_string(node.default) or not DEVICE_NAME.match(node.name.value):
+            return
+        if self._guarded(node.default) or not self._default_used(node):
+            return
+        what = f"{node.name.value}={self._code(node.default)}"
+        self.report(node.default, self.message.format(what=what), fix=self._fall_back_to_cpu(node.default))
+
+    def _default_used(self, param: cst.Param) -> bool:
+        """Some call of the function in this file (of its class, for ``__init__``) leaves the
+        parameter to its default: neither by position nor by keyword, nor ``*args`` /
+        ``**kwargs`` that may hold it."""
+        function = self.semantic.enclosing_function(param)
+        if function is None or param not in function.params.params:
+            return False
+        positional = list(function.params.posonly_params) + list(function.params.params)
+        position = positional.index(param)
+        name = function.name.value
+        if name == "__init__":
+            info = self.semantic.enclosing_class(function)
+            if info is None:
+                return False
+            name, position = info.node.name.value, position - 1
+        elif self.semantic.enclosing_class(function) is not None:
+            return False  # a method's calls are not matched by name
+        evaluation = self.semantic.evaluation
+        for call in evaluation.calls_by_name.get(name, ()):
+            if not isinstance(call.func, cst.Name):
+                continue
+            if any(a.star for a in call.args):
+                continue
+            given = sum(1 for a in call.args if a.keyword is None)
+            if given <= position and not any(a.keyword is not None and a.keyword.value == param.name.value for a in call.args):
+                return True
+        return False
+
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._check_device_assignment(target.target, node.value)
@@ -243,11 +290,14 @@ class HardcodedCuda(TorchRule):
         """``x.cuda()``; ``x.cuda(args.gpu)`` picks a GPU on purpose."""
         index_args = [a for a in node.args if a.keyword is None or a.keyword.value == "device"]
         index = index_args[0].value if index_args else None
-        if index is not None and not isinstance(index, cst.Integer):
+        if isinstance(index, cst.SimpleString) and cuda_string(index):  # `.cuda(device="cuda:0")`
+            number = cuda_index(index)
+            index = None if number is None else cst.Integer(str(number))
+        elif index is not None and not isinstance(index, cst.Integer):
             return
         if self._guarded(node) or self.semantic.devices.holds_no_tensors(func.value):
             return  # (`nn.ReLU().cuda()`, `nn.NLLLoss().cuda()` move nothing)
-        what = f".cuda({self._code(index) if index is not None else ''})"
+        what = f".cuda({self._code(index_args[0]).rstrip(', ') if index_args else ''})"
         fix = None
         if (index is None or index.value == "0") and not self._custom_cuda_method(func.value):
             device = self._device(node)

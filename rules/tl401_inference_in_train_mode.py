@@ -18,14 +18,31 @@ class InferenceInTrainMode(TorchRule):
     the file outside any training loop, and helpers (decoders, samplers) called only from
     evaluation code, are reported too, as are functions whose forward passes through a
     module of a class of the file provably never reach a backward pass (the gradient flow
-    that TL402 uses: an agent's action selection).
+    that TL402 uses: an agent's action selection; there a network that only reads
+    `self.training`, a noisy network exploring, acts in training mode on purpose).
+
+    Two structures say so with no name: a pass with gradients off (`with torch.no_grad():`)
+    outside any training iteration, in code that trains nothing there (an accuracy loop over
+    the training data at the end of an epoch: `no_grad` is not `eval`), unless `model.train()`
+    was called on purpose just before it (recomputing batch-norm statistics) or the input is
+    made-up noise (a GAN's samples); and a pass, inside a training loop, of a module that loop
+    does not train: none of its parameters is held by an optimizer of the file, nothing
+    updates them (a momentum or EMA copy, a target network synced with `load_state_dict`, a
+    module handed to any call) and nothing sets its mode (a frozen distillation teacher, a
+    pretrained network computing targets). For these two the module must hold dropout or
+    batch norm; a layer that only reads `self.training` (a noisy network exploring) does not
+    count.
 
     It reports only a model known to hold a layer that train mode changes: built (in the file
     or, through the project index, in another file of the project) from a class whose own
     layers, bases or submodules hold dropout, batch norm, `RReLU` or a transformer layer, or
-    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`). A model
+    read `self.training`, or given such layers (`nn.Sequential(..., nn.Dropout(0.5))`, a
+    network handed to a wrapper or another module's constructor: `Classifier(backbone)`,
+    `nn.DataParallel(net)`, `torch.compile(net)`; a
+    one-layer `nn.LSTM(..., dropout=0.2)` holds none: its dropout runs between layers). A model
     whose layers are unknown (from a package outside the project, or passed in with no caller
-    in view) is not reported: a pass is proven inference and the model proven to care about
+    in view; a helper's parameter counts as known when a caller in another file of the project
+    passes it a model that holds such layers) is not reported: a pass is proven inference and the model proven to care about
     its mode, or the rule is silent.
 
     ## Why is this bad?
@@ -73,7 +90,8 @@ class InferenceInTrainMode(TorchRule):
     function that no code in the file calls (or that is passed around by name) may be
     followed by training elsewhere: there the fix saves the mode
     (`was_training = model.training`), calls `model.eval()`, and restores the mode in a
-    `finally:` block around the function's body. The fix is unsafe: it changes the numbers
+    `finally:` block around the function's body. For a module the training loop does not
+    train, it inserts `module.eval()` once, before the outermost loop around the pass. The fix is unsafe: it changes the numbers
     the evaluation computes (that is its point).
 
     ## References
@@ -85,18 +103,35 @@ class InferenceInTrainMode(TorchRule):
     name = "inference-in-train-mode"
     required_words = (("torch", "torchvision", "pytorch_lightning", "lightning", "timm", STAR_IMPORT),)
     message = "`{model}` runs for evaluation without `{model}.eval()`: dropout and batch norm stay in training mode"
+    untrained_message = (
+        "`{model}` runs in training mode inside a loop that does not train it: its dropout and batch norm stay in training mode"
+    )
 
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         reported = []
         for scope in evaluation.scopes:
-            if not evaluation.known_mode_dependent(scope.model, scope.function):
+            known = evaluation.known_mode_layers if scope.flow else evaluation.known_mode_dependent
+            if not known(scope.model, scope.function):
                 continue  # only models known to hold dropout or batch norm
+            model = self.context.module.code_for_node(scope.model)
+            if scope.kind == "untrained":  # nothing sets its mode (``EvaluationFacts._untrained``)
+                self.report(scope.forwards[0], self.untrained_message.format(model=model), fix=self._untrained_fix(scope, model))
+                continue
             if evaluation.in_eval_mode(scope) or any(evaluation.eval_carries_over(r, scope) for r in reported):
                 continue
             reported.append(scope)
-            model = self.context.module.code_for_node(scope.model)
             self.report(scope.forwards[0], self.message.format(model=model), fix=self._fix(scope, model))
+
+    def _untrained_fix(self, scope, model: str) -> Fix | None:
+        """``model.eval()`` once, before the outermost loop around the pass: nothing in the
+        file trains the module or sets its mode, so it stays in eval mode from there on."""
+        loop = scope.node
+        if self.semantic.evaluation.binds_in(loop, scope.model, scope.function):
+            return None
+        inserted = cst.parse_statement(f"{model}.eval()\n").with_changes(leading_lines=loop.leading_lines)
+        changes = {loop: cst.FlattenSentinel([inserted, loop.with_changes(leading_lines=())])}
+        return Fix(f"Call `{model}.eval()` before the training loop", changes, Applicability.UNSAFE)
 
     def _fix(self, scope, model: str) -> Fix | None:
         evaluation = self.semantic.evaluation

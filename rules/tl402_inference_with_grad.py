@@ -32,6 +32,8 @@ class InferenceWithGrad(TorchRule):
     passed by name or called from one (a forward function given to an attribution method,
     which differentiates its output).
 
+    A module known to hold no parameters (a parameter-free `torch.nn` layer, a class of the
+    file whose `__init__` builds nothing) builds no graph of its own and is not reported.
     A forward pass is reported only when its output provably never reaches a backward pass
     (the semantic layer's gradient flow): not through a loss, a running total, a list or an
     attribute that is later backpropagated, a same-file helper that calls `backward()`, or a
@@ -96,11 +98,13 @@ class InferenceWithGrad(TorchRule):
     def leave_Module(self, original_node: cst.Module) -> None:
         evaluation = self.semantic.evaluation
         for scope in evaluation.scopes:
+            if scope.mode_only:
+                continue  # found as evidence of the mode alone (TL401)
             if scope.kind == "function" and evaluation.reached_from_callback(scope.node):
                 continue  # its output may be differentiated by whatever it is passed to
             with_grad = [f for f in scope.forwards if not evaluation.grad_disabled(f)]
-            if not with_grad:
-                continue
+            if not with_grad or evaluation.parameter_free(called_module(with_grad[0]), scope.function):
+                continue  # (a module with no parameters builds no graph of its own)
             model = self.context.module.code_for_node(called_module(with_grad[0]))
             self.report(with_grad[0], self.message.format(model=model), fix=self._fix(scope, with_grad))
 

@@ -87,7 +87,8 @@ class SaveWholeModel(TorchRule):
     as a module, there is no fix. Nor is there for an object that holds a module (its class
     would have to be changed to save the module's weights and rebuild it) or for a checkpoint
     saved again with a module entry (the function reads that entry as a module, and so may
-    whatever loads the file).
+    whatever loads the file). A finding without its fix, or whose fix the project made
+    unsafe, says why in its help line (`no fix: tools/evaluate.py loads the whole model`).
 
     ## References
     - [Saving and loading models](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -120,10 +121,12 @@ class SaveWholeModel(TorchRule):
             return
         holding = self._object_holding_module(obj)
         if holding is not None:
-            self.report(obj, self.object_message.format(attribute=holding))
+            self.report(obj, self.object_message.format(attribute=holding), help=_help(
+                "no fix: the class would have to save the module's weights and build it again"))
             return
         if self._entry_used_as_module(node, obj):
-            self.report(obj, self.dict_message)  # its readers expect the module there: no fix
+            # Its readers expect the module there: no fix.
+            self.report(obj, self.dict_message, help=_help("no fix: this function reads the entry as a module before saving it again"))
             return
         saved, fixable = self._saved_container(obj)
         # A container built in a variable first is reported at its first save, where the
@@ -320,35 +323,50 @@ class SaveWholeModel(TorchRule):
             if value in self._entries_reported:
                 return  # saved again: one finding, at the first save
             self._entries_reported.add(value)
-        read_elsewhere = self._project_reads_as_module(key) if fixable else False
+        reader = self._project_reads_as_module(key) if fixable else False
         if at is not None:
             entry = self.context.module.code_for_node(value)
             message = f"{message} (`{entry if len(entry) <= 40 else entry[:37] + '...'}`)"
-        if not fixable or self._loads_may_read_a_module or read_elsewhere:
-            self.report(at or value, message)
+        # (Each finding without its fix says why in its help line, and so does an unsafe fix
+        # that the project made unsafe.)
+        if not fixable:
+            self.report(at or value, message, help=_help("no fix: the saved container is used again besides this save"))
             return
-        if read_elsewhere is None:
+        if self._loads_may_read_a_module:
+            self.report(at or value, message, help=_help("no fix: this file uses what `torch.load` gives as more than a `state_dict`"))
+            return
+        if reader:
+            read = (
+                "loads the whole model" if key == ""
+                else f"uses the `{key}` entry of a loaded checkpoint as a module" if key not in (None, "*")
+                else "uses an entry of a loaded checkpoint as a module"
+            )
+            self.report(at or value, message, help=_help(f"no fix: {reader} {read}"))
+            return
+        note = None
+        if reader is None:
             safe = False  # the project's loaders are not all known
+            note = _help("unsafe: which files of the project load it is not known")
         wrapped = value
         if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
             wrapped = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         state_dict = cst.Call(func=cst.Attribute(value=wrapped, attr=cst.Name("state_dict")))
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
-        self.report(at or value, message, fix=Fix("Save `state_dict()` instead", {value: state_dict}, applicability))
+        self.report(at or value, message, fix=Fix(_SAVE_STATE_DICT, {value: state_dict}, applicability), help=note)
 
-    def _project_reads_as_module(self, key: str | None) -> bool | None:
-        """Whether a file of the project reads, as a module, the part of a ``torch.load``
-        result that the save puts the module in: ``key`` "" the saved object, a dict key
-        ("*": one not spelled as a string), None a place in a list or tuple. None: unknown
-        (a project too large to read)."""
+    def _project_reads_as_module(self, key: str | None) -> str | bool | None:
+        """A file of the project (its path in the project) that reads, as a module, the part
+        of a ``torch.load`` result that the save puts the module in: ``key`` "" the saved
+        object, a dict key ("*": one not spelled as a string), None a place in a list or
+        tuple. False: none does; None: unknown (a project too large to read)."""
         loads = self.semantic.project_module_loads()
         if loads is None:
             return None
         if key == "":
-            return "" in loads
+            return loads.get("", False)
         if key is None or key == "*":
-            return any(read != "" for read in loads)
-        return key in loads or "*" in loads
+            return next((reader for read, reader in sorted(loads.items()) if read != ""), False)
+        return loads.get(key) or loads.get("*") or False
 
     @cached_property
     def _loads_may_read_a_module(self) -> bool:
@@ -423,6 +441,12 @@ def _weights_only_false(load: cst.Call) -> bool:
 
 
 _CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+_SAVE_STATE_DICT = "Save `state_dict()` instead"
+
+
+def _help(why: str) -> str:
+    """The help line of a finding whose fix is withheld or unsafe: the advice, and why."""
+    return f"{_SAVE_STATE_DICT} ({why})"
 # Methods through which a class pickles itself its own way (what it saves is not known).
 _OWN_PICKLING = frozenset({"__getstate__", "__reduce__", "__reduce_ex__"})
 

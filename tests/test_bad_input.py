@@ -13,13 +13,14 @@ from torchlint.cli import main
 BAD = "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
 
 CASES = {
-    # name: (content, the one message expected for it)
-    "undecodable": (b"x = '\xff'\n", "undecodable.py:1:8: TL000 cannot decode file: byte 0xff is not valid utf-8 (invalid start byte)"),
-    "cookie_mismatch": (b"# coding: ascii\nx = '\xc3\xa9'\n", "cookie_mismatch.py:1:1: TL000 cannot decode file: byte 0xc3 is not valid ascii"),
+    # name: (content, the one message expected for it, at the byte that cannot be decoded,
+    # or the first NUL byte)
+    "undecodable": (b"x = '\xff'\n", "undecodable.py:1:6: TL000 cannot decode file: byte 0xff is not valid utf-8 (invalid start byte)"),
+    "cookie_mismatch": (b"# coding: ascii\nx = '\xc3\xa9'\n", "cookie_mismatch.py:2:6: TL000 cannot decode file: byte 0xc3 is not valid ascii"),
     "unknown_cookie": (b"# -*- coding: klingon -*-\nx = 1\n", "unknown_cookie.py:1:1: TL000 cannot decode file: unknown encoding: klingon"),
     "bom_and_cookie": (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "bom_and_cookie.py:1:1: TL000 cannot decode file: encoding problem"),
-    "binary": (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary.py:1:1: TL000 SyntaxError: the file contains null bytes"),
-    "utf16": ("x = 1\n".encode("utf-16"), "utf16.py:1:1: TL000 SyntaxError: the file contains null bytes"),
+    "binary": (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary.py:1:8: TL000 SyntaxError: the file contains null bytes"),
+    "utf16": ("x = 1\n".encode("utf-16"), "utf16.py:1:4: TL000 SyntaxError: the file contains null bytes"),
     "syntax": (b"def f(:\n", "syntax.py:1:7: TL000 SyntaxError"),
     "deep": (("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n").encode(), "deep.py:1:205: TL000 SyntaxError: too many nested parentheses"),
     "deep_blocks": (

@@ -195,7 +195,7 @@ def test_unreadable_and_unparsable_files_are_tl000_and_others_still_linted(proje
     assert result.exit_code == 1
     out = result.output
     assert "broken.py:1:7: TL000 SyntaxError" in out
-    assert "latin.py:1:8: TL000 cannot decode file: byte 0xff is not valid utf-8 (invalid start byte)\n" in out
+    assert "latin.py:1:6: TL000 cannot decode file: byte 0xff is not valid utf-8 (invalid start byte)\n" in out
     assert "missing.py:1:1: TL000 cannot read file: No such file or directory" in out
     assert "bad.py:4:12: TL501" in out
 

@@ -290,6 +290,7 @@ def test_show_settings_says_what_applies_to_one_file(project):
     assert 'select = ["TL2", "TL5"]' in lines and 'ignore = ["TL503"]' in lines
     assert 'per-file-ignores applying = {"tests/*" = ["TL501"]}' in lines
     assert 'exclude = ["gen/"]' in lines and "excluded = false" in lines
+    assert 'extend-exclude = []' in lines and "force-exclude = false" in lines
     assert 'target-torch = "2.1"' in lines
     assert "fixable = (default: every rule)" in lines and 'unfixable = ["TL201"]' in lines
     codes = [line.split()[0] for line in lines if line[:2] == "TL"]
@@ -314,10 +315,19 @@ def test_show_settings_and_show_files_in_a_subprocess(project):
     files = subprocess_run("--show-files", ".", cwd=project)
     assert files.returncode == 0 and files.stdout == "saves.py\n"
     settings = subprocess_run("--show-settings", "place.py", cwd=project)
-    assert settings.returncode == 0 and "excluded = true" in settings.stdout.splitlines()
+    excluded = [line for line in settings.stdout.splitlines() if line.startswith("excluded = ")]
+    assert settings.returncode == 0
+    assert excluded == ["excluded = true, by `place.py` of `exclude` in pyproject.toml (a file named on the command line is still linted: no force-exclude)"]
 
 
 def test_show_settings_of_a_bad_config_is_exit_2(project):
     config(project, 'select = "TL5"\n')
     result = run("--show-settings", "saves.py")
     assert result.exit_code == 2 and "must be a list of strings" in result.output
+
+
+def test_an_unfixable_finding_says_why_in_its_help_line(project):
+    config(project, 'unfixable = ["TL501"]\n')
+    out = run("saves.py").output
+    assert "   = help: Save `state_dict()` instead (not applied: `fixable` / `unfixable` in the configuration)" in out
+    assert "[*]" not in out

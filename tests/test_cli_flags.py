@@ -78,9 +78,11 @@ def test_a_fix_that_could_not_be_written_is_not_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(torchlint.runner, "write_atomic", refuse)
     result = run("--fix", "safe.py")
     assert result.exit_code == 2
-    assert "safe.py: cannot write the fixed file: Permission denied" in result.stderr
+    assert "safe.py: cannot write: Permission denied" in result.stderr
     assert "fixed" not in result.stdout and "Found 1 error." in result.stdout
     assert "safe.py:4:12: TL501 [*]" in result.stdout  # what the file still holds
+    assert "internal error" not in result.output and "fixable with the `--fix` option" not in result.stdout
+    assert "1 file could not be written (reported above): its fixes were not applied." in result.stdout
     assert (tmp_path / "safe.py").read_text() == SAFE
 
 
@@ -118,10 +120,14 @@ def test_stdin_filename_applies_exclude_and_per_file_ignores(tmp_path):
     assert linted.exit_code == 1 and "src/train.py:4:12: TL501" in linted.output
     ignored = run("--stdin-filename", "tests/test_train.py", "-", input=SAFE)
     assert ignored.exit_code == 0, ignored.output
-    excluded = run("--stdin-filename", "legacy/old.py", input=SAFE)  # no path: standard input
-    assert excluded.exit_code == 0 and "All checks passed!" in excluded.output
+    # As ruff's: the path named is linted unless --force-exclude (which editors' wrappers pass).
+    named = run("--stdin-filename", "legacy/old.py", "--output-format", "concise", input=SAFE)
+    assert named.exit_code == 1 and "legacy/old.py:4:12: TL501" in named.output
+    excluded = run("--force-exclude", "--stdin-filename", "legacy/old.py", input=SAFE)  # no path: standard input
+    assert excluded.exit_code == 0 and "All checks passed!" in excluded.stdout
+    assert "legacy/old.py is excluded by `legacy/` of `exclude` in torchlint.toml" in excluded.stderr
     # With --fix an excluded file comes back unchanged, as pre-commit wrappers expect.
-    fixed = run("--fix", "--stdin-filename", "legacy/old.py", "-", input=SAFE)
+    fixed = run("--fix", "--force-exclude", "--stdin-filename", "legacy/old.py", "-", input=SAFE)
     assert fixed.stdout == SAFE
 
 

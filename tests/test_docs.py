@@ -72,6 +72,12 @@ def test_the_docs_site_builds_strictly(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "rules" / "index.html").is_file()
+    # The pages' edit links point at the default branch, main (MkDocs' default says master).
+    page = (tmp_path / "site" / "usage" / "index.html").read_text()
+    assert "/edit/main/docs/usage.md" in page and "/master/" not in page
+    # What `mkdocs build` leaves in the repository is ignored by git.
+    ignored = subprocess.run(["git", "check-ignore", "-q", "site/index.html"], cwd=ROOT)
+    assert ignored.returncode == 0, "site/ is not in .gitignore"
     # Every page under docs/ is in the site's navigation.
     nav = (ROOT / "mkdocs.yml").read_text()
     assert all(page.name in nav for page in (ROOT / "docs").glob("*.md"))
@@ -131,3 +137,36 @@ def test_the_readmes_pre_commit_snippet_is_a_hook_the_repository_defines():
     for key in ("entry", "types_or", "require_serial"):
         assert hook[key] == defined[hook["id"]][key], key
     assert hook["entry"].split()[0] == "torchlint" and hook["language"] == "system"
+
+
+def _first_console_example(text: str, after: str) -> tuple[list[str], str]:
+    """The first command of the first ``console`` block after ``after`` (its arguments after
+    ``torchlint``, its comment dropped) and the output shown for it."""
+    import shlex
+
+    block = text.split(after, 1)[1].split("```console\n", 1)[1].split("\n```", 1)[0]
+    command, *rest = block.split("\n")
+    output = []
+    for line in rest:
+        if line.startswith("$ "):
+            break
+        output.append(line)
+    args = shlex.split(command.removeprefix("$ "), comments=True)
+    assert args[0] == "torchlint"
+    return args[1:], "\n".join(output) + "\n"
+
+
+@pytest.mark.parametrize("page, after", [("README.md", "## Quick start"), ("docs/usage.md", "# The command line")])
+def test_the_docs_show_what_a_clone_prints_on_the_bundled_example(page, after, monkeypatch):
+    """The quick start's and the usage page's example is exactly what the command prints in
+    this repository (issue 40: whether TL501's fix is offered there depends on the other files
+    of the repository, and its help line says why)."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    args, shown = _first_console_example((ROOT / page).read_text(), after)
+    assert "fixtures/example/train.py" in args
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(main, [*args, "--no-cache"], catch_exceptions=False)
+    assert result.stdout == shown

@@ -36,3 +36,15 @@ def test_score_matches_verdicts_and_instances(tmp_path, capsys):
     assert "untriaged:\tamdegroot/ssd.pytorch\tdemo/live.py\tNone\t3\tTL999" in out
     recall = next(line for line in out.splitlines() if line.startswith("core recall:"))
     assert recall.startswith("core recall: 1/")
+
+
+def test_recall_counts_only_the_linted_repositories_instances(tmp_path, capsys):
+    """A run of one repository is scored against that repository's instances alone, not
+    every round's (ssd.pytorch holds four in round 1's triage)."""
+    (tmp_path / "amdegroot+ssd.pytorch.json").write_text(json.dumps([_finding("demo/live.py", 25, "TL402")]))
+    first_sight.score(tmp_path)
+    recall = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("core recall:"))
+    found, total = recall.split()[2].split("/")
+    assert int(found) >= 1 and int(total) == sum(
+        1 for row in first_sight._rows("*instances.tsv") if row["repo"] == "amdegroot/ssd.pytorch" and row["pattern"] in first_sight.CORE
+    )

@@ -47,6 +47,56 @@ CASES = {
             val = F.cross_entropy(model(x), y)  # <-
             print(val.item())
     """),
+    "a functional loss through a module's attribute chain does not carry the value": (NEVER, """
+        import torch.nn as nn
+        for x, y in train_loader:
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+        for x, y in val_loader:
+            val = nn.functional.cross_entropy(model(x), y)  # <-
+            print(val.item())
+    """),
+    "an object's attribute chain given the value still holds it": (REACHES, """
+        for x, y in val_loader:
+            args.history.append(model(x))  # <-
+        loss = args.history[0].sum()
+        loss.backward()
+    """),
+    "recurrent state passed back in returns to its own call, not to training's": (NEVER, """
+        import torch.nn as nn
+
+        class LM(nn.Module):
+            def forward(self, x, state=None):
+                h, state = self.rnn(x, state)
+                return self.out(h), state
+
+        model = LM()
+        for epoch in range(3):
+            state = None
+            for x, y in train_loader:
+                out, state = model(x, state)
+                out.sum().backward()
+            state = None
+            for x, y in val_loader:
+                out, state = model(x, state)  # <-
+                print(out.argmax(1))
+    """),
+    "recurrent state carried from evaluation into training reaches it": (REACHES, """
+        import torch.nn as nn
+
+        class LM(nn.Module):
+            def forward(self, x, state=None):
+                h, state = self.rnn(x, state)
+                return self.out(h), state
+
+        model = LM()
+        state = None
+        for x, y in val_loader:
+            out, state = model(x, state)  # <-
+        for x, y in train_loader:
+            out, state = model(x, state)
+            out.sum().backward()
+    """),
     "the same names rebound by training later in the epoch": (NEVER, """
         for epoch in range(3):
             for x, y in val_loader:

@@ -302,6 +302,29 @@ async def test_an_excluded_file_gets_no_diagnostics(client: LanguageClient, tmp_
 
 
 @lsp_test
+async def test_extend_exclude_and_force_exclude_hold_in_the_editor(client: LanguageClient, tmp_path):
+    # As ruff's server: a document the editor opens is treated as a path named with
+    # --force-exclude, whatever `force-exclude` says (it is false here).
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nextend-exclude = ["gen_*.py"]\nforce-exclude = false\n')
+    excluded = write(tmp_path, "gen_model.py", BAD)
+    linted = write(tmp_path, "model.py", BAD)
+    open_document(client, excluded, BAD)
+    open_document(client, linted, BAD)
+
+    assert await diagnostics(client, excluded) == []
+    assert len(await diagnostics(client, linted)) == 1
+
+
+@lsp_test
+async def test_a_noqa_prefix_suppresses_in_the_editor_as_on_the_command_line(client: LanguageClient, tmp_path):
+    text = BAD.replace("'m.pt')", "'m.pt')  # noqa: TL5")
+    uri = write(tmp_path, "train.py", text)
+    open_document(client, uri, text)
+
+    assert await diagnostics(client, uri) == []
+
+
+@lsp_test
 async def test_a_changed_config_file_applies_without_a_restart(client: LanguageClient, tmp_path):
     assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in client.registrations)
     uri = write(tmp_path, "train.py", BAD)

@@ -424,6 +424,7 @@ def test_a_fix_never_hides_what_a_cell_displays(last):
     nb = notebook(code(LOAD), code(last))
     result = lint(nb, rules=TL402, fix=True, with_edits=True)
     assert where(result) == [("TL402", 2, 1, 1)] and result.findings[0].fix is None
+    assert result.findings[0].help.endswith(" (no fix: in a notebook it would change what the cell displays)")
     assert result.fixed_source == jupyter(nb)
 
 
@@ -460,6 +461,7 @@ def test_a_fix_that_reaches_into_another_cell_is_dropped():
     nb = notebook(code("import torch"), code("model = torch.nn.Linear(2, 2)\nmodel = model.cuda()"))
     result = lint(nb, rules=[rule_by_code("TL201")], fix=True)
     assert where(result) == [("TL201", 2, 2, 15)] and result.findings[0].fix is None
+    assert result.findings[0].help == "Use `.to(device)` (no fix: in a notebook it would change another cell)"
     assert result.fixed_source == jupyter(nb)
 
 
@@ -559,3 +561,25 @@ def test_fixes_in_one_cell_that_need_the_same_import_add_it_once():
         "from torch import exp, log\nimport torch\n\n# two terms\na = torch.log1p(x)\nb = torch.expm1(x)"
     )
     assert _names_undefined_top_to_bottom(result.fixed_source) == set()
+
+
+def test_an_import_in_a_later_cell_does_not_hide_the_function_defined_before_the_call():
+    """`from utils import evaluate` in a later cell binds the name; it does not pass the
+    cell's own `evaluate` around, whose callers (before the import) are known: its pass with
+    gradients on is reported."""
+    net = (
+        "import torch\nimport torch.nn as nn\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)"
+    )
+    evaluate = (
+        "def evaluate(model, loader):\n    model.eval()\n    correct = 0\n    for x, y in loader:\n"
+        "        correct += (model(x).argmax(1) == y).sum().item()\n    return correct"
+    )
+    training = (
+        "model = Net()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nfor epoch in range(3):\n    model.train()\n"
+        "    for x, y in train_loader:\n        optimizer.zero_grad()\n        nn.functional.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n    print(evaluate(model, val_loader))"
+    )
+    later = "from utils import evaluate\nprint(evaluate(model, test_loader))"
+    result = lint(notebook(code(net), code(evaluate), code(training), code(later)), rules=[rule_by_code("TL402")])
+    assert where(result) == [("TL402", 2, 5, 21)]  # (cells and columns counted from 1)

@@ -87,6 +87,25 @@ def test_check_hook_fails_on_bad_files_and_passes_clean_ones(try_repo, user_repo
     assert (user_repo / "bad.py").read_text() == BAD and (user_repo / "bad.ipynb").read_bytes() == NOTEBOOK
 
 
+def test_hooks_apply_exclude_to_the_files_pre_commit_names(try_repo, user_repo):
+    # As ruff's hooks: --force-exclude, so that `exclude` holds for the staged files named.
+    (user_repo / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["legacy/"]\nextend-exclude = ["gen_*.py"]\n')
+    (user_repo / "legacy").mkdir()
+    (user_repo / "legacy" / "old.py").write_text(BAD)
+    (user_repo / "gen_model.py").write_text(BAD)
+    _git(user_repo, "add", ".")
+    skipped = try_repo("torchlint", "legacy/old.py", "gen_model.py", "good.py")
+    assert skipped.returncode == 0, skipped.stdout + skipped.stderr
+    assert "TL501" not in skipped.stdout
+    fixed = try_repo("torchlint-fix", "legacy/old.py", "gen_model.py")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (user_repo / "legacy" / "old.py").read_text() == BAD and (user_repo / "gen_model.py").read_text() == BAD
+    linted = try_repo("torchlint", "legacy/old.py", "bad.py")
+    assert linted.returncode == 1 and "bad.py:4:12: TL501" in linted.stdout
+    assert "legacy/old.py:4:12" not in linted.stdout
+    assert "legacy/old.py is excluded by `legacy/` of `exclude` in pyproject.toml" in linted.stdout
+
+
 def test_hooks_skip_files_that_are_not_python(try_repo):
     result = try_repo("torchlint", "notes.txt")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -294,7 +294,7 @@ def test_summary_of_classes_and_functions():
         "import torch\nimport torch.nn as nn\nfrom .blocks import Block\n\n\n"
         "class Net(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.block = Block(4)\n"
-        "        self.lstm = nn.LSTM(4, 4, dropout=0.2)\n\n"
+        "        self.lstm = nn.LSTM(4, 4, num_layers=2, dropout=0.2)\n\n"
         "class Plain(nn.Module):\n"
         "    def __init__(self, make):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n        self.x = make(2)\n\n"
         "def build():\n    model = Net()\n    return model.to('cpu')\n\n\n"
@@ -627,19 +627,23 @@ def test_an_editors_summary_memo_gives_the_summary_of_each_version():
     assert walked == ["helper"]
 
 
-def test_a_cached_result_knows_the_file_name(tmp_path, monkeypatch):
-    """Two files of the same source, one named for the GPU (CUDA-only by design, TL201 silent):
-    the cache keys a result by its source, and the file's name is one of its questions."""
+def test_a_cached_result_knows_the_projects_cuda_extension(tmp_path, monkeypatch):
+    """A file that imports a module the project builds from CUDA sources only is CUDA-only
+    by design (TL201 silent); the cache keys a result by its source and the project's
+    answers, so building the extension without a CPU fallback, then with one, changes the
+    result of the same source. Its name says nothing either way (``train_gpu.py``)."""
     monkeypatch.chdir(tmp_path)
-    source = "from torch import nn\n\nnet = nn.Linear(2, 2).cuda()\n"
-    _tree(tmp_path, {"gpu_timing.py": source, "timing.py": source})
+    source = "from torch import nn\n\nfrom ops import _ext\n\nnet = nn.Linear(2, 2).cuda()\n"
+    _tree(tmp_path, {"train_gpu.py": source, "ops/__init__.py": ""})
     args = ("check", "--select", "TL201", "--output-format", "concise", "--exit-zero", "-j", "1")
     for _ in range(2):  # cold, then from the cache
-        assert _reported(run(*args, ".").output, tmp_path) == [("timing.py", 3, "TL201")]
-    (tmp_path / "timing.py").rename(tmp_path / "timing_cuda.py")
-    assert _reported(run(*args, ".").output, tmp_path) == []
-    (tmp_path / "gpu_timing.py").rename(tmp_path / "timing.py")
-    assert _reported(run(*args, ".").output, tmp_path) == [("timing.py", 3, "TL201")]
+        assert _reported(run(*args, ".").output, tmp_path) == [("train_gpu.py", 5, "TL201")]
+    cuda_only = "from torch.utils.cpp_extension import CUDAExtension\n\next = [CUDAExtension('ops._ext', ['k.cu'])]\n"
+    (tmp_path / "setup.py").write_text(cuda_only)
+    for _ in range(2):
+        assert _reported(run(*args, ".").output, tmp_path) == []
+    (tmp_path / "setup.py").write_text(cuda_only.replace("CUDAExtension\n", "CUDAExtension, CppExtension\n"))
+    assert _reported(run(*args, ".").output, tmp_path) == [("train_gpu.py", 5, "TL201")]
 
 
 def test_a_caller_in_another_file_that_backpropagates_the_result_makes_it_unknown(tmp_path):

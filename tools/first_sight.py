@@ -89,10 +89,11 @@ def score(results: Path, missed: bool = False) -> int:
     hits: Counter[str] = Counter()
     misses: list[tuple] = []
     totals: Counter[str] = Counter()
+    linted = {path.stem.replace("+", "/", 1) for path in results.glob("*.json")}
     for row in _rows("*instances.tsv"):
         code = row["pattern"]
-        if code not in CORE:
-            continue
+        if code not in CORE or row["repo"] not in linted:
+            continue  # (the instances of the repositories this run linted)
         totals[code] += 1
         path, cell, line = _place(row["path"], row["line"])
         rows = found.get((row["repo"], path, cell, code), [])

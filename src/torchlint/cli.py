@@ -7,6 +7,7 @@ import importlib
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import click
 
@@ -40,9 +41,34 @@ class TorchlintGroup(click.Group):
         return super().get_command(ctx, name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and _unknown_command(args[0], self.list_commands(ctx)):
+            raise _no_such_command(ctx, args[0], self.list_commands(ctx))
         if not args or (args[0] not in self.list_commands(ctx) and args[0] not in ("--version", "--help", "-h")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+
+def _unknown_command(word: str, commands: list[str]) -> bool:
+    """Whether the first argument is a mistyped subcommand rather than a path (``torchlint
+    chekc t.py``): a bare word (no folder, no suffix, not an option) that names no command
+    and no existing file or folder. (A path that exists is linted, whatever its name.)"""
+    import os
+    import re
+
+    return word not in commands and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word) is not None and not os.path.lexists(word)
+
+
+def _no_such_command(ctx: click.Context, word: str, commands: list[str]) -> click.UsageError:
+    """Click's "No such command" usage error, with its suggestion of the closest commands."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, commands)
+    message = f"No such command {word!r}."
+    if len(close) == 1:
+        message += f" Did you mean {close[0]!r}?"
+    elif close:
+        message += f" (Possible commands: {', '.join(sorted(close))})"
+    return click.UsageError(message, ctx)
 
 
 def _codes(value: str | None) -> list[str]:
@@ -105,6 +131,17 @@ def run() -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="The path of the file read from standard input (for configuration, exclude and per-file-ignores).",
 )
+@click.option(
+    "--extend-exclude",
+    metavar="PATTERNS",
+    help="Comma-separated gitignore-style patterns (relative to the current folder) to exclude, besides `exclude`.",
+)
+@click.option(
+    "--force-exclude/--no-force-exclude",
+    default=None,
+    help="Apply the exclusions to paths named on the command line too (as the pre-commit hooks do).",
+)
+@click.option("--watch", is_flag=True, help="Lint again whenever a linted file or the configuration changes (Ctrl-C stops).")
 @cli_options.options
 @compiled_dataclasses()
 def check(
@@ -122,9 +159,14 @@ def check(
     jobs: int | None,
     config: Path | None,
     stdin_filename: Path | None,
+    extend_exclude: str | None,
+    force_exclude: bool | None,
+    watch: bool,
     **adoption: object,
 ) -> None:
     """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
+    if watch:
+        _watch(click.get_current_context())
     from torchlint.runner import FileReport, RunOptions, check_files, lint_source
 
     extra = cli_options.Adoption(**adoption)  # --add-noqa, --fix-only, --show-*, --output-file, -q
@@ -141,6 +183,8 @@ def check(
             _codes(select),
             _codes(extend_select),
             _codes(ignore),
+            _codes(extend_exclude),
+            force_exclude,
         )
     except ConfigError as error:
         click.echo(f"torchlint: error: {error}", err=True)
@@ -149,7 +193,10 @@ def check(
         click.echo(f"torchlint: warning: {config} has no [tool.torchlint] settings; using the defaults", err=True)
     if extra.show_settings is not None:
         try:
-            shown = resolve_settings([extra.show_settings], config, _codes(select), _codes(extend_select), _codes(ignore))
+            shown = resolve_settings(
+                [extra.show_settings], config, _codes(select), _codes(extend_select), _codes(ignore), _codes(extend_exclude),
+                force_exclude,
+            )
         except ConfigError as error:
             click.echo(f"torchlint: error: {error}", err=True)
             sys.exit(2)
@@ -168,7 +215,7 @@ def check(
     if stdin:
         data = sys.stdin.buffer.read()
         shown = str(stdin_filename) if stdin_filename else "-"
-        if stdin_filename is not None and settings.is_excluded(stdin_filename):
+        if stdin_filename is not None and _skipped_named([stdin_filename], settings):
             report, fixed_source = FileReport(shown), data
         else:
             result = lint_source(data, stdin_filename, settings, options)
@@ -191,6 +238,8 @@ def check(
     else:
         from torchlint.files import discover
 
+        if not extra.quiet:
+            _skipped_named(paths, settings)
         files = discover(paths, settings)
         if extra.show_files:
             extra.emit(cli_options.show_files(files))
@@ -268,6 +317,67 @@ def check(
     if errors:
         sys.exit(2)
     sys.exit(1 if remaining and not exit_zero and not extra.fix_only else 0)
+
+
+def _skipped_named(paths: Sequence[Path], settings) -> bool:
+    """Say on stderr which paths named on the command line ``force-exclude`` leaves out, and
+    the pattern and setting that exclude each; whether any is."""
+    from torchlint.files import named_exclusions
+
+    skipped = named_exclusions(paths, settings)
+    for path, exclusion in skipped:
+        click.echo(f"torchlint: warning: {path} is excluded by {exclusion} (force-exclude): not linted", err=True)
+    return bool(skipped)
+
+
+WATCH_INTERVAL_SECONDS = 0.5
+
+
+def _watch(ctx: click.Context) -> None:
+    """``--watch``, as ruff's: lint, then poll the files the run would lint and the
+    configuration every ``WATCH_INTERVAL_SECONDS``, and lint again when one is added, removed
+    or changed (after a ``--fix`` run, what it wrote is the new state), until Ctrl-C."""
+    params = {**ctx.params, "watch": False}
+    if any(str(p) == "-" for p in params["paths"]) or params["stdin_filename"] is not None:
+        raise click.UsageError("--watch cannot read standard input")
+    click.echo(f"[{time.strftime('%H:%M:%S')}] Starting linter in watch mode...", err=True)
+    seen = None
+    try:
+        while True:
+            state = _watched_state(params)
+            if state != seen:
+                if seen is not None:
+                    click.echo(f"[{time.strftime('%H:%M:%S')}] File change detected...", err=True)
+                try:
+                    ctx.invoke(check, **params)
+                except SystemExit:
+                    pass
+                seen = _watched_state(params)
+            time.sleep(WATCH_INTERVAL_SECONDS)
+    except KeyboardInterrupt:
+        ctx.exit(0)
+
+
+def _watched_state(params: dict) -> object:
+    """What ``--watch`` compares between polls: each file to lint and the configuration file,
+    with its size and modification time (a broken configuration: its message)."""
+    from torchlint.files import discover
+
+    paths = list(params["paths"]) or [Path(".")]
+    try:
+        settings = resolve_settings(
+            paths, params["config"], extend_exclude=_codes(params["extend_exclude"]), force_exclude=params["force_exclude"]
+        )
+    except ConfigError as error:
+        return str(error)
+    state = []
+    for path in [*discover(paths, settings), *([settings.config_file] if settings.config_file else [])]:
+        try:
+            status = path.stat()
+            state.append((str(path), status.st_mtime_ns, status.st_size))
+        except OSError:
+            state.append((str(path), None, None))
+    return state
 
 
 class Progress:

@@ -147,7 +147,10 @@ def show_settings(path: Path, settings: Settings) -> str:
         f"per-file-ignores = {_per_file(settings.per_file_ignores)}",
         f"per-file-ignores applying = {_per_file(applying)}",
         f"exclude = {_toml_list(settings.exclude)}",
-        f"excluded = {'true' if settings.is_excluded(path) else 'false'}",
+        f"extend-exclude = {_toml_list(settings.extend_exclude)}",
+        f"--extend-exclude = {_toml_list(line.patterns) if (line := settings.command_line_exclude) is not None else '[]'}",
+        f"force-exclude = {'true' if settings.force_exclude else 'false'}",
+        f"excluded = {_excluded(path, settings)}",
         f"target-torch = {_target_torch(path, settings)}",
         f"fixable = {_toml_list(settings.fixable) if settings.fixable is not None else '(default: every rule)'}",
         f"unfixable = {_toml_list(settings.unfixable)}",
@@ -161,6 +164,15 @@ def show_settings(path: Path, settings: Settings) -> str:
     if ignored:
         lines.append(f"# Selected but ignored here by per-file-ignores: {', '.join(ignored)}")
     return "\n".join(lines)
+
+
+def _excluded(path: Path, settings: Settings) -> str:
+    """Whether the exclusions match ``path``, and which pattern of which setting does."""
+    exclusion = settings.exclusion(path)
+    if exclusion is None:
+        return "false"
+    named = "" if settings.force_exclude else " (a file named on the command line is still linted: no force-exclude)"
+    return f"true, by {exclusion}{named}"
 
 
 def _per_file(entries) -> str:

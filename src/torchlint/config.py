@@ -17,10 +17,13 @@ if TYPE_CHECKING:
     import pathspec
 
 from torchlint.engine import INVALID_FILE
+from torchlint.exclusion import Exclusion, PatternSet, excluded_by, shown
 from torchlint.rule import Rule
 from torchlint.rules import all_rules
 
 KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-torch")
+KEYS += ("extend-exclude", "force-exclude")  # (exclusion.py)
+KEYS += ("extend-per-file-ignores", "fixable", "unfixable")  # (issue 40: below)
 
 
 class ConfigError(Exception):
@@ -39,6 +42,11 @@ class Settings:
     # `target-torch`: the oldest torch the project supports, as (major, minor); None: read
     # from the project's declared requirement on torch (semantic/supported_torch.py).
     target_torch: tuple[int, int] | None = None
+    # `extend-exclude` (relative to ``root``, as `exclude`), `--extend-exclude` (relative to
+    # the folder the command ran in), and `force-exclude` / `--force-exclude` (exclusion.py).
+    extend_exclude: tuple[str, ...] = ()
+    command_line_exclude: PatternSet | None = None
+    force_exclude: bool = False
     # `fixable` / `unfixable`: the codes (or prefixes) whose fixes `--fix` may apply (None:
     # all) and never applies; a finding of a code that is not fixable is reported without fix.
     fixable: tuple[str, ...] | None = None
@@ -51,12 +59,6 @@ class Settings:
             validate_selector(selector, self.config_file, deselecting=True)
 
     # The patterns are compiled on first use (pathspec is imported only when some are set).
-    @cached_property
-    def _exclude_spec(self) -> pathspec.GitIgnoreSpec:
-        import pathspec
-
-        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
-
     @cached_property
     def _per_file(self) -> tuple[tuple[pathspec.GitIgnoreSpec, tuple[str, ...]], ...]:
         import pathspec
@@ -73,10 +75,35 @@ class Settings:
         return None if rel.startswith("..") else Path(rel).as_posix()
 
     def is_excluded(self, path: Path, is_dir: bool = False) -> bool:
-        if not self.exclude:
-            return False
-        rel = self.relative(path)
-        return rel is not None and self._exclude_spec.match_file(rel + "/" if is_dir else rel)
+        return self.exclusion(path, is_dir) is not None
+
+    def exclusion(self, path: Path, is_dir: bool = False) -> Exclusion | None:
+        """The pattern, and the setting holding it, that excludes ``path``; None: not excluded."""
+        return excluded_by(self._exclusions, path, is_dir)
+
+    def without_pattern(self, pattern: str) -> Settings:
+        """These settings without the exclusion pattern ``pattern`` (in any of its settings)."""
+        import dataclasses
+
+        def drop(patterns: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(p for p in patterns if p != pattern)
+
+        line = self.command_line_exclude
+        return dataclasses.replace(
+            self, exclude=drop(self.exclude), extend_exclude=drop(self.extend_exclude),
+            command_line_exclude=dataclasses.replace(line, patterns=drop(line.patterns)) if line is not None else None,
+        )
+
+    @cached_property
+    def _exclusions(self) -> tuple[PatternSet, ...]:
+        where = f" in {shown(self.config_file)}"
+        found = [
+            PatternSet(self.root, self.exclude, f"`exclude`{where}"),
+            PatternSet(self.root, self.extend_exclude, f"`extend-exclude`{where}"),
+        ]
+        if self.command_line_exclude is not None:
+            found.append(self.command_line_exclude)
+        return tuple(p for p in found if p.patterns)
 
     def rules_for(self, path: Path | None) -> tuple[type[Rule], ...]:
         rules = self.enabled
@@ -204,6 +231,9 @@ def load_settings(config_file: Path | None) -> Settings:
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(f"{config_file}: `per-file-ignores` must be a table of pattern = [codes]")
+    force_exclude = table.get("force-exclude", False)
+    if not isinstance(force_exclude, bool):
+        raise ConfigError(f"{config_file}: `force-exclude` must be true or false")
     target_torch = None
     if "target-torch" in table:
         from torchlint.semantic.supported_torch import parse_target
@@ -220,6 +250,8 @@ def load_settings(config_file: Path | None) -> Settings:
         extend_select=_codes(table.get("extend-select", []), "extend-select", config_file),
         ignore=_codes(table.get("ignore", []), "ignore", config_file),
         exclude=_codes(table.get("exclude", []), "exclude", config_file),
+        extend_exclude=_codes(table.get("extend-exclude", []), "extend-exclude", config_file),
+        force_exclude=force_exclude,
         per_file_ignores=tuple(
             (pattern, _codes(codes, f"per-file-ignores.{pattern}", config_file)) for pattern, codes in sorted(per_file.items())
         ),
@@ -232,8 +264,12 @@ def resolve_settings(
     select: Sequence[str] | None = None,
     extend_select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    extend_exclude: Sequence[str] = (),
+    force_exclude: bool | None = None,
 ) -> Settings:
-    """The run's settings: the config file (given, or the nearest one), then the CLI's overrides."""
+    """The run's settings: the config file (given, or the nearest one), then the CLI's
+    overrides (``extend_exclude``: patterns relative to the current folder; ``force_exclude``:
+    None keeps the configuration's)."""
     if config is None:
         # A path that does not exist (standard input's --stdin-filename) is looked up from
         # its folder.
@@ -250,6 +286,9 @@ def resolve_settings(
         exclude=settings.exclude,
         per_file_ignores=settings.per_file_ignores,
         target_torch=settings.target_torch,
+        extend_exclude=settings.extend_exclude,
+        command_line_exclude=PatternSet(Path.cwd(), tuple(extend_exclude), "`--extend-exclude`") if extend_exclude else None,
+        force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
     ))
 
 
@@ -259,9 +298,6 @@ def _common_dir(paths: list[Path]) -> str:
 
 
 # --- the keys a team adopting torchlint on a large codebase looks for first (issue 40) ----
-
-KEYS = KEYS + ("extend-per-file-ignores", "fixable", "unfixable")
-
 
 def _with_adoption_keys(table: dict, config_file: Path, settings: Settings) -> Settings:
     """``settings`` with the table's ``fixable``, ``unfixable`` and ``extend-per-file-ignores``
@@ -309,10 +345,15 @@ def with_fixability(
 @lru_cache(maxsize=None)
 def without_fix(rule: type[Rule]) -> type[Rule]:
     """``rule``, reporting its findings without their fixes (``unfixable``): no ``[*]``, no
-    fix in JSON or in the editor, nothing for ``--fix`` to apply. ``fix_withheld`` tells the
+    fix in JSON or in the editor, nothing for ``--fix`` to apply; the help line says what the
+    fix would have done, and why it is not applied. ``fix_withheld`` tells the
     engine (TL001's fix is the engine's) and the cache."""
 
-    def report(self: Rule, node, message: str | None = None, *, fix=None) -> None:
-        rule.report(self, node, message, fix=None)
+    def report(self: Rule, node, message: str | None = None, *, fix=None, help: str | None = None) -> None:
+        if fix is not None and help is None:
+            from torchlint.noqa import WITHHELD
+
+            help = f"{fix.message} ({WITHHELD})"
+        rule.report(self, node, message, fix=None, help=help)
 
     return type(rule.__name__, (rule,), {"report": report, "fix_withheld": True, "__module__": rule.__module__, "__doc__": rule.__doc__})

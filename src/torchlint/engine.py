@@ -24,7 +24,7 @@ from torchlint import pieces
 from torchlint._startup import cyclic_gc_paused
 from torchlint.positions import LintMemo, Positions, StatementLines, statement_lines
 from torchlint.rule import Applicability, Edit, Finding, Fix, Location, Prescreen, Rule, RuleContext, visits
-from torchlint.text import source_rows, syntax_tree
+from torchlint.text import source_rows, syntax_tree, undecodable_at
 from torchlint.traversal import STATEMENTS, fast_walks, visit_batched
 
 INVALID_FILE = "TL000"
@@ -194,18 +194,26 @@ def _parse_in_pieces(
     )
 
 
-def parse_error_finding(error: Exception) -> Finding:
-    """TL000 for source that cannot be decoded or parsed."""
+def parse_error_finding(error: Exception, source: bytes | str | None = None) -> Finding:
+    """TL000 for source that cannot be decoded or parsed. With the file's bytes, a decoding
+    error is reported at the byte that cannot be decoded (the parsers' positions count from
+    the start of a string literal, or from nowhere)."""
     if isinstance(error, (UnicodeDecodeError, LookupError)):
-        return _error(f"cannot decode file: {_decode_reason(str(error))}")
+        return _error(f"cannot decode file: {_decode_reason(str(error))}", *_undecodable(source, 1, (1, 1)))
     if isinstance(error, SyntaxError):
         row, col = error.lineno or 1, max(error.offset or 1, 1)
         if error.msg.startswith("(unicode error)"):
-            return _error(f"cannot decode file: {_decode_reason(error.msg.removeprefix('(unicode error)').strip())}", row, col)
+            reason = _decode_reason(error.msg.removeprefix("(unicode error)").strip())
+            return _error(f"cannot decode file: {reason}", *_undecodable(source, row, (row, col)))
         if _CODEC_ERROR.fullmatch(error.msg):  # text that its coding cookie's codec cannot read
-            return _error(f"cannot decode file: {_decode_reason(error.msg)}", row, col)
+            return _error(f"cannot decode file: {_decode_reason(error.msg)}", *_undecodable(source, row, (row, col)))
         if error.msg.startswith(("unknown encoding", "encoding problem")):  # a coding cookie
             return _error(f"cannot decode file: {error.msg}", row, col)
+        if "null bytes" in error.msg and isinstance(source, bytes) and b"\x00" in source:
+            # (Python names no position: the first NUL byte's.)
+            before = source[: source.index(b"\x00")]
+            row = len(source_rows(before + b"x"))
+            col = len(source_rows(before + b"x")[-1].decode("utf-8", errors="replace"))
         reason = error.msg.replace("source code string cannot contain null bytes", "the file contains null bytes")
         return _error(f"SyntaxError: {reason}", row, col)
     if isinstance(error, cst.ParserSyntaxError):
@@ -213,6 +221,14 @@ def parse_error_finding(error: Exception) -> Finding:
     if isinstance(error, (RecursionError, MemoryError)):
         return _error("the file is nested too deeply to parse")
     return _error(f"cannot parse file: {type(error).__name__}: {error}")
+
+
+def _undecodable(source: bytes | str | None, from_row: int, otherwise: tuple[int, int]) -> tuple[int, int]:
+    """Where the source's first undecodable byte lies, on ``from_row`` or after (the row its
+    parser names, which counts comments' bytes out); ``otherwise`` where not known."""
+    if not isinstance(source, bytes):
+        return otherwise
+    return undecodable_at(source, from_row) or undecodable_at(source) or otherwise
 
 
 _CODEC_ERROR = re.compile(r"'(?P<codec>[^']+)' codec can't decode (?P<what>bytes? (?:0x[0-9a-f]+|in position [0-9-]+)).*?: (?P<reason>.+)")
@@ -248,12 +264,19 @@ class Suppressions:
     def suppresses(self, finding: Finding) -> bool:
         if finding.code == INVALID_FILE:
             return False
-        if self.file_all or finding.code in (self.file or ()):
+        if self.file_all or noqa_names(finding.code, self.file or ()):
             return True
         if finding.start.row in self.lines:
             codes = self.lines[finding.start.row]
-            return codes is ALL_CODES or finding.code in codes
+            return codes is ALL_CODES or noqa_names(finding.code, codes)
         return False
+
+
+def noqa_names(code: str, names: Iterable[str]) -> bool:
+    """Whether a ``noqa`` comment's codes name ``code``: the code itself, or a prefix of it
+    (``# noqa: TL5`` names TL501 and TL502), as ``--select`` and ``--ignore`` take prefixes.
+    (ruff's noqa takes whole codes only; SPEC section 4 takes prefixes.)"""
+    return any(code.startswith(name) for name in names)
 
 
 def _comments(text: str) -> Iterable[tuple[int, str]]:
@@ -835,7 +858,7 @@ def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_
         _check(cancelled)
         module = _parse_checked(source, lines, cache=parse_cache, cancelled=cancelled)
     except Exception as error:  # any parse failure is a finding, never a crash
-        return SourceResult([parse_error_finding(error)], source, source)
+        return SourceResult([parse_error_finding(error, source)], source, source)
     failures: dict[str, BaseException] = {}
     while True:
         try:

@@ -25,6 +25,8 @@ import libcst as cst
 from torchlint.rule import Applicability, Finding, Fix, Location
 
 UNUSED_NOQA = "TL001"
+# The help line of a finding whose fix the configuration withholds (`fixable` / `unfixable`).
+WITHHELD = "not applied: `fixable` / `unfixable` in the configuration"
 INVALID_FILE = "TL000"  # (the engine's; it cannot be suppressed)
 _OURS = re.compile(r"TL\d+")
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
@@ -112,8 +114,10 @@ def directives(text: str) -> list[Directive]:
 
 
 def matches(code: str, selector: str) -> bool:
-    """Whether a ``# noqa`` code names ``code`` (itself, or a prefix of it)."""
-    return code.startswith(selector)
+    """Whether a ``# noqa`` code names ``code`` (itself, or a prefix of it), as the engine reads it."""
+    from torchlint.engine import noqa_names
+
+    return noqa_names(code, (selector,))
 
 
 # --- TL001 -----------------------------------------------------------------------------
@@ -171,6 +175,8 @@ def unused_noqa(
         finding = Finding(UNUSED_NOQA, f"unused `noqa` directive ({detail})", start, end)
         if not getattr(rule, "fix_withheld", False):
             finding.fix = _removal(module, positions, text, found, removed)
+        else:
+            finding.help = f"Remove unused `noqa` directive ({WITHHELD})"
         reported.append(finding)
     return reported
 

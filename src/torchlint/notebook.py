@@ -369,12 +369,12 @@ def _in_notebook(rule: type[Rule], displays: bool) -> type[Rule]:
     the finding's cell, rewrite a masked line or, when ``displays`` (the kernel's cells),
     change what a cell displays. The finding is reported without its fix."""
 
-    def report(self: Rule, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
-        if fix is not None and (
-            _reaches_beyond_cell(self.context.positions, node, fix) or displays and _changes_display(self.context.module, fix)
-        ):
-            fix = None
-        rule.report(self, node, message, fix=fix)
+    def report(self: Rule, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None, help: str | None = None) -> None:
+        if fix is not None and _reaches_beyond_cell(self.context.positions, node, fix):
+            fix, help = None, f"{fix.message} (no fix: in a notebook it would change another cell)"
+        elif fix is not None and displays and _changes_display(self.context.module, fix):
+            fix, help = None, f"{fix.message} (no fix: in a notebook it would change what the cell displays)"
+        rule.report(self, node, message, fix=fix, help=help)
 
     return type(rule.__name__, (rule,), {"report": report, "__module__": rule.__module__, "__doc__": rule.__doc__})
 

@@ -40,14 +40,16 @@ def summary(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
     as done only when its file was written."""
     findings = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed_count for r in reports)
-    errors = sum(len(r.errors) for r in reports)
+    errors = sum(1 for r in reports for e in r.errors if not e.unwritten)
+    unwritten = sum(1 for r in reports if _unwritten(r))
     lines = []
     if findings:
         n = len(findings)
         # As ruff counts: every finding found, the fixed ones included.
         found = n + fixed
         lines.append(f"Found {found} error{'s' if found != 1 else ''}" + (f" ({fixed} fixed, {n} remaining)." if fixed else "."))
-        fixable = sum(1 for f in findings if _fixable(f, unsafe_fixes))
+        # (Not the fixes of a file that could not be written: `--fix` was given, and failed.)
+        fixable = sum(1 for r in reports if not _unwritten(r) for f in r.findings if _fixable(f, unsafe_fixes))
         hidden = sum(1 for f in findings if f.fix is not None and not _fixable(f, unsafe_fixes))
         if fixable:
             lines.append(f"[*] {fixable} fixable with the `--fix` option.")
@@ -55,14 +57,25 @@ def summary(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
             lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option.")
     elif fixed:
         lines.append(f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining).")
-    elif not errors:
+    elif not errors and not unwritten:
         lines.append("All checks passed!")
+    if unwritten:
+        lines.append(_unwritten_line(unwritten))
     if errors:
         lines.append(
             f"{errors} internal error{'s' if errors != 1 else ''} (reported above): "
             "some files were not fully checked."
         )
     return "\n".join(lines)
+
+
+def _unwritten(report: FileReport) -> bool:
+    return any(e.unwritten for e in report.errors)
+
+
+def _unwritten_line(count: int) -> str:
+    files = f"{count} file{'s' if count != 1 else ''}"
+    return f"{files} could not be written (reported above): {'its' if count == 1 else 'their'} fixes were not applied."
 
 
 def format_concise(reports: Sequence[FileReport], unsafe_fixes: bool = False, with_summary: bool = True) -> str:
@@ -99,7 +112,7 @@ def read_sources(paths: Iterable[str]) -> Sources:
 
 def source_lines(path: str, data: bytes) -> list[str] | dict[int, list[str]]:
     """A file's lines; a notebook's, per cell (numbered as findings number them, from 1,
-    every cell counted)."""
+    every cell counted); none of a binary file's, whose finding then has no code frame."""
     if path.endswith(".ipynb"):
         import json
 
@@ -112,6 +125,8 @@ def source_lines(path: str, data: bytes) -> list[str] | dict[int, list[str]]:
             }
         except (ValueError, AttributeError, TypeError):
             return {}
+    if b"\x00" in data:
+        return []  # a binary file (it holds NUL bytes): no row of it is text to show
     return _rows(data.decode("utf-8", errors="replace"))
 
 
@@ -140,7 +155,9 @@ def format_text(
             width = max(1, (f.end.column - f.start.column) if f.end.row == f.start.row else len(source_line) - f.start.column + 1)
             block.append(f" {gutter} | {source_line}")
             block.append(f" {' ' * len(gutter)} | {' ' * (f.start.column - 1)}{'^' * width}")
-        if f.fix is not None:
+        if f.help is not None:
+            block.append(f"   = help: {f.help}")
+        elif f.fix is not None:
             note = "" if f.fix.applicability == "safe" else " (unsafe)"
             block.append(f"   = help: {f.fix.message}{note}")
         blocks.append("\n".join(block))

@@ -72,13 +72,14 @@ class DiskFiles:
         builder.add_imports([path])
         builder.add_siblings([path])
 
-    def module_loads(self, index: ProjectIndex, top: Path) -> tuple[str, ...] | None:
+    def module_loads(self, index: ProjectIndex, top: Path) -> tuple[tuple[str, str], ...] | None:
         """(``ProjectIndex.module_loads``.) Under a folder that marks a project's root
         (``pyproject.toml``, ``setup.py``, ``setup.cfg``, ``.git``) every file below it; under
         any other folder (a file opened in ``/tmp`` or a home folder) only the files beside
         it, and unknown when it holds folders, which may hold more readers than are worth
-        walking; unknown too past ``MAX_LOADER_FILES``."""
-        found: set[str] = set()
+        walking; unknown too past ``MAX_LOADER_FILES``. Each part read comes with the first
+        file (in the walk's sorted order) that reads it, relative to ``top``."""
+        found: dict[str, str] = {}
         files = 0
         project = marks_project(top)
         for folder, dirs, names in os.walk(top):
@@ -101,8 +102,9 @@ class DiskFiles:
                         continue
                     summary = self._summarize(source, path.suffix)
                 if summary is not None:
-                    found.update(summary.module_loads)
-        return tuple(sorted(found))
+                    for read in summary.module_loads:
+                        found.setdefault(read, path.relative_to(top).as_posix())
+        return tuple(sorted(found.items()))
 
 
 class _Builder:

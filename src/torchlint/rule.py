@@ -96,6 +96,10 @@ class Finding:
     end: Location
     fix: Fix | None = None
     cell: int | None = None  # 1-based notebook cell; rows then count within the cell
+    # The text output's help line where the fix's message is not all there is to say: the
+    # advice of a finding without a fix, saying why it has none, or why its fix is unsafe
+    # (``(no fix: train_eval.py loads the whole model)``). None: the fix's message, if any.
+    help: str | None = None
 
 
 class RuleContext:
@@ -197,7 +201,7 @@ class Rule(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context
 
-    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
+    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None, help: str | None = None) -> None:
         # Positions are rendered on the first finding (of its top-level statement), not
         # declared as a dependency: most files have no finding.
         pos = self.context.positions[node]
@@ -208,6 +212,7 @@ class Rule(cst.BatchableCSTVisitor):
                 start=Location(pos.start.line, pos.start.column + 1),
                 end=Location(pos.end.line, pos.end.column + 1),
                 fix=fix,
+                help=help,
             )
         )
 

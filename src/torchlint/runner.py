@@ -33,6 +33,7 @@ class RunError:
     path: str
     message: str
     code: str | None = None  # the rule that raised, for an internal error in a rule
+    unwritten: bool = False  # the file was checked, but its fixes could not be written
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -121,7 +122,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
                 report.warnings.append(f"{shown}: changed on disk while it was being fixed; left as it is")
                 _unfixed(report, source, path, settings, options, project)
             except OSError as error:
-                report.errors.append(RunError(shown, f"cannot write the fixed file: {error.strerror or error}"))
+                report.errors.append(RunError(shown, f"cannot write: {error.strerror or error}", unwritten=True))
                 _unfixed(report, source, path, settings, options, project)
     elif key is not None and not result.failures:
         cache.store(settings.root, key, cache.Entry(result.findings, view.asked if view is not None else {}))

@@ -11,6 +11,8 @@ import warnings
 import libcst as cst
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT = re.compile(r"^[ \t\f]*(?:[#\r\n]|$)")
 
 
 def source_rows(source: bytes | str) -> list:
@@ -20,6 +22,38 @@ def source_rows(source: bytes | str) -> list:
     if isinstance(source, bytes):
         return source.splitlines(keepends=True)  # bytes: at those three only
     return _LINE.findall(source)[:-1] if source else []
+
+
+def undecodable_at(source: bytes, from_row: int = 1) -> tuple[int, int] | None:
+    """Where the first byte that the source's encoding (its coding cookie, or UTF-8) cannot
+    decode lies, on row ``from_row`` or after: (row, column), 1-based, the column counted in
+    characters as the rest of the row decodes; None where there is none (or the encoding is
+    unknown)."""
+    import codecs
+
+    rows = source_rows(source)
+    encoding = "utf-8"
+    for row in rows[:2]:  # a coding cookie (PEP 263), on the first or second row
+        cookie = _COOKIE.match(row.decode("latin-1"))
+        if cookie is not None:
+            encoding = cookie.group(1)
+            break
+        if not _BLANK_OR_COMMENT.match(row.decode("latin-1")):
+            break
+    try:
+        codec = codecs.lookup(encoding).name
+    except LookupError:
+        return None
+    for number, row in enumerate(rows, start=1):
+        if number < from_row:
+            continue
+        if number == 1 and row.startswith(codecs.BOM_UTF8):
+            row = row[len(codecs.BOM_UTF8):]
+        try:
+            row.decode(codec)
+        except UnicodeDecodeError as error:
+            return number, len(row[: error.start].decode(codec, errors="replace")) + 1
+    return None
 
 
 def syntax_tree(source: bytes | str) -> ast.Module:

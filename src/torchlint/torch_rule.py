@@ -31,9 +31,9 @@ class TorchRule(Rule):
     def candidate(cls, module: Prescreen) -> bool:
         return other_framework(imported_modules(module)) is None
 
-    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None) -> None:
+    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Fix | None = None, help: str | None = None) -> None:
         if self.semantic.other_framework is None:
-            super().report(node, message, fix=fix)
+            super().report(node, message, fix=fix, help=help)
 
 
 # --- the rules that report the symbols of the torch API data (TL803, TL804, TL805) ---------

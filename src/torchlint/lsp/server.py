@@ -459,6 +459,8 @@ class TorchlintServer(LanguageServer):
         if cancelled is not None and cancelled():
             return None, [], False
         project, changed = self.project_view(snapshot, settings, tree)
+        # A document is a path named with --force-exclude (as ruff's server and ruff-lsp treat
+        # it): `exclude` and `extend-exclude` hold for it, whatever `force-exclude` says.
         if snapshot.path is not None and settings.is_excluded(snapshot.path):
             return [], [], changed
         try:

@@ -28,7 +28,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
@@ -175,8 +174,8 @@ class DeviceFacts:
         for reason, calls in sorted(self.gpu_only_calls.items()):
             if self.cuda_only is None and any(not self.chosen_here(c) for c in calls):
                 self.cuda_only = reason
-        if self.cuda_only is None and _GPU_NAME.search(PurePath(model.file_name() or "").stem):
-            self.cuda_only = "its file's name says it is for the GPU"
+        if self.cuda_only is None and model.project is not None:
+            self.cuda_only = model.project.imports_cuda_only()
 
     @property
     def module(self) -> cst.Module:
@@ -204,7 +203,52 @@ class DeviceFacts:
             or self._in_gpu_only_block(node)
             or any(f in self.cuda_only_functions for f in self._functions_around(node))
             or self._reset_by_choice(node)
+            or self._model_parallel(node)
         )
+
+    def _model_parallel(self, node: cst.CSTNode) -> bool:
+        """Inside a class (or, outside any class, a module) that places on two or more
+        distinct CUDA devices by number (``"cuda:0"`` and ``"cuda:1"``, ``.cuda(0)`` and
+        ``.cuda(1)``), or outside any class in a file that builds such a class: model
+        parallelism, which needs those GPUs by design."""
+        owner = next((a for a in self.model.ancestors(node) if isinstance(a, cst.ClassDef)), None)
+        if len(self._cuda_indices.get(owner, ())) >= 2:
+            return True
+        # Code outside the classes that builds such a class of the file needs its GPUs too.
+        calls = self.model.evaluation.calls_by_name
+        return owner is None and any(
+            cls is not None and len(indices) >= 2 and calls.get(cls.name.value) for cls, indices in self._cuda_indices.items()
+        )
+
+    @cached_property
+    def _cuda_indices(self) -> dict[cst.ClassDef | None, set[int]]:
+        """The CUDA device numbers written in each class of the file (None: outside any)."""
+        found: dict[cst.ClassDef | None, set[int]] = defaultdict(set)
+        model = self.model
+
+        class Indices(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.classes: list[cst.ClassDef | None] = [None]
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> None:
+                self.classes.append(node)
+
+            def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+                self.classes.pop()
+
+            def visit_SimpleString(self, node: cst.SimpleString) -> None:
+                if cuda_string(node) and cuda_index(node) is not None:
+                    found[self.classes[-1]].add(cuda_index(node))
+
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and node.args:
+                    value = node.args[0].value
+                    if isinstance(value, cst.Integer) and value.value.isdigit():
+                        found[self.classes[-1]].add(int(value.value))
+
+        model.module.visit(Indices())
+        return found
 
     def _reset_by_choice(self, node: cst.CSTNode) -> bool:
         """A CUDA value given to ``self.<attr>`` in a method whose class (or a base of it in

@@ -70,8 +70,10 @@ _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 class EvalScope:
     """Code that evaluates or predicts."""
 
-    kind: str  # "function", "loop" or "statement"
-    node: cst.CSTNode  # the evaluation function, the loop, or the first statement that runs the model
+    kind: str  # "function", "loop", "statement" or "untrained"
+    # the evaluation function, the loop, the first statement that runs the model, or (for a
+    # module the training loop around it does not train) the outermost loop around the pass
+    node: cst.CSTNode
     function: cst.FunctionDef | None  # the function the forward passes run in (None: module level)
     forwards: list[cst.Call]  # forward passes through the module there, in source order
     # Found by name or data (evaluation functions and loops, inference statements); not a
@@ -80,6 +82,14 @@ class EvalScope:
     # Forward passes in the same function or region whose output may reach a backward pass
     # (``GradientFlow``): a fix that turns gradients off for the whole function would change them.
     beside_training: bool = False
+    # Found only as evidence of the module's mode (TL401): passes with gradients already off,
+    # or of a module the training loop around them does not train (``_mode_scopes``). Their
+    # gradients are no question (TL402 leaves them alone).
+    mode_only: bool = False
+    # Found by the gradient flow alone (``_flow_scopes``: an agent's action selection): a
+    # network that only reads ``self.training`` (noisy exploration) acts in training mode on
+    # purpose there.
+    flow: bool = False
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -101,10 +111,24 @@ class _Scan:
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             self.facts.imported.add(_code(alias.name).split(".")[0])
+        self._bound_by_import(node.names)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is not None and not node.relative:
             self.facts.imported.add(_code(node.module).split(".")[0])
+        if not isinstance(node.names, cst.ImportStar):
+            self._bound_by_import(node.names)
+
+    def _bound_by_import(self, aliases) -> None:
+        """An import binds its names; it does not pass a function around (a notebook's later
+        ``from utils import evaluate`` beside a cell's own ``def evaluate``)."""
+        for alias in aliases:
+            for part in (alias.name, alias.asname.name if alias.asname is not None else None):
+                while isinstance(part, cst.Attribute):
+                    self.not_references.add(part.attr)
+                    part = part.value
+                if isinstance(part, cst.Name):
+                    self.not_references.add(part)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.facts.functions.append(node)
@@ -382,6 +406,7 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         functions = {s.node for s in scopes}
         scopes.extend(self._statement_scopes(scopes, functions))
         scopes.extend(self._flow_scopes(scopes))
+        scopes.extend(self._mode_scopes(scopes))
         return sorted(scopes, key=lambda s: self._start(s.forwards[0]))
 
     def _flow_scopes(self, scopes: list[EvalScope]) -> list[EvalScope]:
@@ -413,8 +438,109 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 # backpropagated keeps a decorator off the whole function.
                 others = [c for c in self._forwards(function, function) if c not in forwards]
                 beside = any(not self.is_inference(c) for c in others)
-                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside))
+                found.append(EvalScope("function", function, function, forwards, core=False, beside_training=beside, flow=True))
         return found
+
+    def _mode_scopes(self, scopes: list[EvalScope]) -> list[EvalScope]:
+        """Passes whose mode matters though no name marks them as evaluation:
+
+        - passes with gradients off (``with torch.no_grad():``) outside any training
+          iteration, in code that trains nothing there: an accuracy loop over the training
+          data at the end of an epoch (``no_grad`` is not ``eval``);
+        - passes of a module the training iteration around them does not train: none of its
+          parameters is held by an optimizer of the file, nothing updates them (an EMA or
+          momentum copy, a target network synced by ``load_state_dict``), and nothing sets its
+          mode on purpose (a frozen distillation teacher, a pretrained feature network).
+
+        One scope per function, module and region; mode evidence only (``mode_only``)."""
+        taken = {f for s in scopes for f in s.forwards}
+        covered = self._covering(s.node for s in scopes if s.kind != "statement")
+        training = self.model.training
+        holders = self._all_parameter_holders(training)
+        groups: dict[tuple, EvalScope] = {}
+        for function, calls in self.calls_in.items():
+            if function is not None and self._framework_owned(function):
+                continue
+            step_function = function is not None and any(
+                training.iteration_of(b) is None for b in self._backward_calls_in(function) if self.function_of.get(b) is function
+            )
+            for call in calls:
+                if call in taken or covered(call) or self._in_lambda(call) or not self.known_forward(call):
+                    continue
+                model = called_module(call)
+                if not isinstance(model, (cst.Name, cst.Attribute)):
+                    continue
+                iteration = training.iteration_of(call)
+                if iteration is None:
+                    if step_function or self._grad_off_here(call) is not True or self._shape_read_only(call) or self._on_random_input(call):
+                        continue
+                    region = self.anchor(call, model, function)
+                    if self._trains_in(region, function) or self._trained_on_purpose(call, model, function):
+                        continue
+                elif holders is None or not self._untrained(model, holders):
+                    continue
+                else:  # the outermost loop around it: the module is put in eval mode once, before it
+                    region = list(training.enclosing_loops(call))[-1]
+                if not self.known_mode_layers(model, function):
+                    continue
+                key = (function, _code(model), region)
+                if key in groups:
+                    groups[key].forwards.append(call)
+                else:
+                    kind = "statement" if iteration is None else "untrained"
+                    groups[key] = EvalScope(kind, region, function, [call], core=False, mode_only=True)
+        return list(groups.values())
+
+    def _trained_on_purpose(self, call: cst.Call, model: cst.BaseExpression, function) -> bool:
+        """An explicit ``model.train()`` before the pass with no training between them: the
+        pass wants training mode (recomputing batch-norm statistics, Monte Carlo dropout)."""
+        name, start = _code(model), self._start(call)
+        switches = [
+            e for e in self._mode_events(function)
+            if e.explicit and e.position < start and isinstance(e.node.func, cst.Attribute) and _code(e.node.func.value) == name
+        ]
+        if not switches or switches[-1].mode != TRAIN:
+            return False
+        return not any(switches[-1].position < self._start(t) < start for t in self._training_points(function))
+
+    def _all_parameter_holders(self, training) -> set[str] | None:
+        """The modules whose parameters the file's stepped optimizers hold (as written), or
+        None when one of them is unknown."""
+        found: set[str] = set()
+        for iteration in training.iterations:
+            for optimizer in iteration.stepped_optimizers():
+                held = training.parameter_holders(optimizer)
+                if held is None:
+                    return None
+                found |= held
+        return found
+
+    def _untrained(self, model: cst.BaseExpression, holders: set[str]) -> bool:
+        """A module no optimizer of the file trains, whose parameters nothing else updates
+        and whose mode nothing sets: neither it nor a part or owner of it is held, it is
+        never handed to a call (``ema.update(teacher)``, ``soft_update(target, net)``), its
+        parameters are iterated only to freeze them, it is loaded inside no loop, and no
+        ``.train()`` / ``.eval()`` is called on it."""
+        name = _code(model)
+        if any(h == name or h.startswith(name + ".") or name.startswith(h + ".") for h in holders):
+            return False
+        for call in self.calls_in_file:
+            if any(_code(a.value) == name or _code(a.value).startswith(name + ".") for a in call.args):
+                return False
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if receiver is None or not (_code(receiver) == name or name.startswith(_code(receiver) + ".")):
+                continue
+            method = call.func.attr.value
+            if method in (EVAL, TRAIN) or (method == TRAIN and name.startswith(_code(receiver) + ".")) or (method == "load_state_dict" and any(True for _ in self.model.training.enclosing_loops(call))):
+                return False
+        for loop in self.loops:
+            if isinstance(loop, cst.For) and name + "." in _code(loop.iter) and "requires_grad" not in _code(loop.body):
+                return False
+        return True
+
+    @cached_property
+    def calls_in_file(self) -> list[cst.Call]:
+        return [c for calls in self.calls_in.values() for c in calls]
 
     def _own_module_passes(self, function: cst.FunctionDef) -> Callable[[cst.Call], bool] | None:
         """For a method of an ``nn.Module`` subclass that runs the module itself or its
@@ -846,6 +972,11 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
             if isinstance(outer, cst.With) and any(self._turns_grad_on(i.item) or "enable_grad" in _code(i.item) for i in outer.items):
                 return statement
             statement = outer
+
+    def binds_in(self, region: cst.CSTNode, model: cst.BaseExpression, function) -> bool:
+        """Whether ``region`` binds the root name of ``model`` (a fix before it would switch
+        an object the region then replaces)."""
+        return self._binds(region, _code(_root(model)), function)
 
     def _binds(self, region: cst.CSTNode, root: str, function) -> bool:
         if isinstance(region, cst.For) and root in _assigned_names_of_target(region.target):

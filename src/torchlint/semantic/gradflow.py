@@ -76,6 +76,8 @@ class GradientFlow:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
         self._answers: dict[cst.Call, str] = {}
+        self._entered: set[cst.FunctionDef] = set()  # (``_follow``'s, for the walk under way)
+        self._start_functions: set[cst.FunctionDef] = set()
         self._escapes: dict[cst.Call, bool] = {}
         self._sites: dict[cst.FunctionDef, list[cst.Call] | None] = {}
 
@@ -142,6 +144,11 @@ class GradientFlow:
         seen: set[cst.CSTNode] = set()
         stack: list[cst.CSTNode] = [start]
         answer, returned, steps = NEVER, False, 0
+        # Functions of the file the value entered as an argument of a call already followed
+        # (``model(x, state)`` into ``forward``'s ``state``): what they return of it goes back
+        # to that call, not to their other callers (the pass's own function excepted).
+        self._entered: set[cst.FunctionDef] = set()
+        self._start_functions = set(a for a in self.model.ancestors(start) if isinstance(a, cst.FunctionDef))
         while stack:
             node = stack.pop()
             if node in seen:
@@ -221,6 +228,9 @@ class GradientFlow:
         if isinstance(parent, cst.NamedExpr):
             return [parent, *self._target_reads(parent.target)] if parent.value is node else []
         if isinstance(parent, cst.Return):
+            function = self.model.enclosing_function(parent)
+            if function in self._entered and function not in self._start_functions:
+                return []  # back to the call that passed the value in, followed already
             raise _Returned(self._returns_to(parent))
         if isinstance(parent, (cst.AssignTarget, cst.Decorator)):
             return []
@@ -243,7 +253,7 @@ class GradientFlow:
             receiver = func.value
             if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls") and self._holds_values(receiver):
                 found += self._name_reads(receiver) + self._aliased_reads(receiver)
-            elif isinstance(receiver, cst.Attribute):
+            elif isinstance(receiver, cst.Attribute) and not self._module_attribute(receiver):
                 found += self._attribute_reads(receiver.attr.value)
         # A function of the file given the value: follow it into its parameter.
         for function in self._same_file_functions(call):
@@ -253,6 +263,7 @@ class GradientFlow:
             reads = model.binding_reads(param)
             if reads is None:
                 raise _Unknown
+            self._entered.add(function)
             found += reads
         return found
 
@@ -316,7 +327,13 @@ class GradientFlow:
                 ):
                     found.append(read)
         # Reads in nested functions and comprehensions: LibCST gives them as references.
-        found += [r.node for a in scope.assignments[name] if a.node is target for r in a.references if model.scopes.get(r.node) is not scope]
+        # (Not a read in a scope that binds the name itself: LibCST links a function's read of
+        # its own parameter to a module-level binding of the same name when the function
+        # rebinds it, `h, state = rnn(x, state)` in a `forward(self, x, state)`.)
+        found += [
+            r.node for a in scope.assignments[name] if a.node is target for r in a.references
+            if model.scopes.get(r.node) is not scope and not _binds_own(model.scopes.get(r.node), name)
+        ]
         # A later `total += ...` of the name: the running total holds the value.
         for binding in bindings:
             parent = model.parent(binding)
@@ -366,6 +383,16 @@ class GradientFlow:
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return
             yield ancestor
+
+    def _module_attribute(self, expr: cst.Attribute) -> bool:
+        """An attribute chain on an imported module (``nn.functional`` in
+        ``nn.functional.cross_entropy(out, y)``): a namespace of functions, holding nothing."""
+        root = expr
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        return isinstance(root, cst.Name) and root.value not in ("self", "cls") and bool(self.model.assignments(root)) and all(
+            isinstance(a.node, (cst.Import, cst.ImportFrom)) for a in self.model.assignments(root)
+        )
 
     def _holds_values(self, name: cst.Name) -> bool:
         """A name bound to values (a list, a buffer, a metric), not an imported module, a
@@ -509,6 +536,12 @@ class GradientFlow:
                 if model.parent(model.parent(f)) is info.node
             ]
         return []
+
+
+def _binds_own(scope, name: str) -> bool:
+    """Whether a function or comprehension scope binds ``name`` itself (its reads of it are
+    its own)."""
+    return scope is not None and name in scope.assignments and any(a.scope is scope for a in scope.assignments[name])
 
 
 def _parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg, method: bool) -> cst.Param | None:

@@ -39,8 +39,9 @@ class ProjectFiles(Protocol):
     def add(self, index: ProjectIndex, path: Path, read: Callable[[Path], bytes | str | None] | None) -> None:
         """Add the files ``path`` (just summarised) imports, and those beside it that may call it."""
 
-    def module_loads(self, index: ProjectIndex, path: Path) -> tuple[str, ...] | None:
-        """What the files of ``path``'s project read as a module of what ``torch.load`` gives."""
+    def module_loads(self, index: ProjectIndex, path: Path) -> tuple[tuple[str, str], ...] | None:
+        """What the files of ``path``'s project read as a module of what ``torch.load`` gives,
+        each with a file that reads it (relative to ``path``)."""
 
 
 @dataclass
@@ -62,7 +63,7 @@ class ProjectIndex:
     # the files that read an attribute of that name other than by calling it.
     _method_sites: dict[str, list[tuple[Path, str, bool]]] | None = field(default=None, repr=False)
     _method_refs: dict[str, set[Path]] | None = field(default=None, repr=False)
-    _module_loads: dict[Path, tuple[str, ...] | None] = field(default_factory=dict, repr=False)
+    _module_loads: dict[Path, tuple[tuple[str, str], ...] | None] = field(default_factory=dict, repr=False)
     # A lazy index (a command-line run) summarises the files the linted ones import only when
     # a question reaches them (through ``files``).
     lazy: bool = False
@@ -134,11 +135,12 @@ class ProjectIndex:
         self._link_callers()
         return (path, name) in self._referenced
 
-    def module_loads(self, path: Path) -> tuple[str, ...] | None:
+    def module_loads(self, path: Path) -> tuple[tuple[str, str], ...] | None:
         """What the project's files (every Python file and notebook under the project's root
         folder, ``project_folder``) read as a module of what ``torch.load`` gives them
-        (``ModuleSummary.module_loads``), whoever saved it; None when unknown (too many
-        files, or no files to ask)."""
+        (``ModuleSummary.module_loads``), whoever saved it, each with the first file that
+        reads it (relative to that folder); None when unknown (too many files, or no files
+        to ask)."""
         if self.files is None:
             return None
         top = project_folder(path)

@@ -604,11 +604,15 @@ class FileModel:
             return self.project.method_callers_backprop(function.name.value)
         return None
 
-    def project_module_loads(self) -> tuple[str, ...] | None:
+    def project_module_loads(self) -> dict[str, str] | None:
         """What the project's files read as a module of what ``torch.load`` gives them: ""
-        the loaded object, a key of it, "*" a key not spelled as a string
-        (``ProjectView.module_loads``); () without a project index, None when unknown."""
-        return self.project.module_loads() if self.project is not None else ()
+        the loaded object, a key of it, "*" a key not spelled as a string, each with a file
+        that reads it, relative to the project's folder (``ProjectView.module_loads``); empty
+        without a project index, None when unknown."""
+        if self.project is None:
+            return {}
+        loads = self.project.module_loads()
+        return dict(loads) if loads is not None else None
 
     def project_gives_no_graph(self, func: cst.BaseExpression) -> bool:
         """Whether the function ``func`` imported from another file of the project gives back

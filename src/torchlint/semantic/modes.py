@@ -267,10 +267,59 @@ class ModeFacts:
         """Whether the module is known to hold a layer that train mode changes: one of the
         calls that build it is such a layer, or holds one among its arguments or, for a local
         class, anywhere in the class."""
-        values = self._module_values(model, function, frozenset()) or []
+        values = self._module_values(model, function, frozenset())
+        if values is None:
+            return self._given_mode_layers_elsewhere(model, function)
         return any(self._builds_mode_layer(v, frozenset()) for v in values)
 
-    def _builds_mode_layer(self, call: cst.Call, seen: frozenset) -> bool:
+    def _given_mode_layers_elsewhere(self, model: cst.BaseExpression, function) -> bool:
+        """A parameter of a top-level function that no code of this file calls, to which a
+        call in another file of the project passes a module known to hold a layer that train
+        mode changes (a model built and loaded in ``test.py``, evaluated by ``utils.evaluate``)."""
+        project, root = self.model.project, model
+        if project is None or not isinstance(root, cst.Name):
+            return False
+        for f in self._enclosing_functions(function):
+            params = [p.name.value for p in f.params.params]
+            if root.value not in params:
+                continue
+            if self.function_of.get(f) is not None or self.call_sites(f) or self._referenced(f):
+                return False
+            answers = project.argument_mode_layers(f.name.value, params.index(root.value), root.value)
+            return bool(answers) and any(a is True for a in answers)
+        return False
+
+    def parameter_free(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Whether the module is known to hold no parameters: every call that builds it is a
+        parameter-free ``torch.nn`` layer (``nn.ReLU()``) or a class of the file, subclassing
+        ``nn.Module`` alone, whose ``__init__`` (if any) builds nothing (it calls only
+        ``super().__init__()`` and stores plain values). Gradients on change nothing there."""
+        values = self._module_values(model, function, frozenset())
+        return bool(values) and all(self._builds_nothing(v) for v in values)
+
+    def _builds_nothing(self, call: cst.Call) -> bool:
+        if self.model.devices.holds_no_tensors(call):
+            return True
+        cls = self._local_definition(call.func, cst.ClassDef)
+        if cls is None or len(cls.bases) != 1 or (self.model.qualified_name(cls.bases[0].value) or "") not in (
+            "torch.nn.Module", "torch.nn.modules.module.Module"
+        ):
+            return False
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                calls = [c for c in self.calls_in.get(statement, ())]
+                if any(_code(c.func) not in ("super", "super().__init__") for c in calls):
+                    return False
+        return True
+
+    def known_mode_layers(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """As ``known_mode_dependent``, but a class that only reads ``self.training`` does not
+        count: a noisy network acts in training mode on purpose (exploration), which a pass
+        that no name marks as evaluation may well want."""
+        values = self._module_values(model, function, frozenset()) or []
+        return any(self._builds_mode_layer(v, frozenset(), reads=False) for v in values)
+
+    def _builds_mode_layer(self, call: cst.Call, seen: frozenset, reads: bool = True) -> bool:
         found = False
         facts = self
 
@@ -288,17 +337,26 @@ class ModeFacts:
                 else:
                     cls = facts._local_definition(node.func, cst.ClassDef)
                     if cls is not None and cls not in seen:
-                        found = found or facts._builds_mode_layer_in(cls, seen | {cls})
+                        found = found or facts._builds_mode_layer_in(cls, seen | {cls}, reads)
                     elif cls is None:  # a class or factory of another project file
                         found = found or facts.model.project_mode_layers(node.func) is True
 
         call.visit(Calls())
-        return found
+        if found or call in seen or len(seen) > 8:
+            return found
+        # A module handed to the one built (`Classifier(backbone)`, `nn.DataParallel(net)`):
+        # its layers are the new module's too.
+        for arg in call.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                values = self._module_values(arg.value, self.function_of.get(call), frozenset()) or []
+                if any(self._builds_mode_layer(v, seen | {call}, reads) for v in values):
+                    return True
+        return False
 
-    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset) -> bool:
-        if any(self._inside(t, cls) for t in self.training_reads):
+    def _builds_mode_layer_in(self, cls: cst.ClassDef, seen: frozenset, reads: bool = True) -> bool:
+        if reads and any(self._inside(t, cls) for t in self.training_reads):
             return True
-        return any(self._builds_mode_layer(c, seen) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
+        return any(self._builds_mode_layer(c, seen, reads) for f in self.functions if self._inside(f, cls) for c in self.calls_in.get(f, ()))
 
     def _module_values(self, expr: cst.BaseExpression, function, seen: frozenset) -> list[cst.Call] | None:
         """The calls that build the module ``expr`` holds; None when one of them is unknown."""
@@ -379,11 +437,17 @@ class ModeFacts:
         layer = (self.model.qualified_name(call.func) or "").rpartition(".")[2]
         if _MODE_LAYERS.search(layer):
             return False
+        # A recurrent layer's dropout runs between its layers: none in a one-layer RNN
+        # (PyTorch warns that it does nothing there).
+        recurrent = layer in ("RNN", "LSTM", "GRU")
+        positional = [a for a in call.args if a.keyword is None]
+        layers = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num_layers"), positional[2].value if len(positional) > 2 else None)
+        one_layer = recurrent and (layers is None or isinstance(layers, cst.Integer) and layers.value == "1")
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "dropout":
+            if arg.keyword is not None and arg.keyword.value == "dropout" and not one_layer:
                 if not (isinstance(arg.value, (cst.Integer, cst.Float)) and float(arg.value.value) == 0):
                     return False
-        return not (layer in ("RNN", "LSTM", "GRU") and len([a for a in call.args if a.keyword is None]) >= 6)
+        return not (recurrent and len(positional) >= 6 and not one_layer)
 
     def _local_definition(self, func: cst.BaseExpression, kind: type) -> cst.CSTNode | None:
         if not isinstance(func, cst.Name):

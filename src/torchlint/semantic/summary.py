@@ -128,6 +128,12 @@ class ModuleSummary:
     module_loads: tuple[str, ...] = ()
     # Top-level names bound to another name (``Model = DetectionModel``), with its qualified name.
     aliases: tuple[tuple[str, str], ...] = ()
+    # Modules the file imports on every path (statements of its own top-level body, not under
+    # ``if`` or ``try``): ``from . import _C`` gives ".", "._C"; importing it needs them.
+    required_imports: tuple[str, ...] = ()
+    # The extension modules this file (a ``setup.py``) builds from CUDA sources with
+    # ``CUDAExtension`` and no ``CppExtension`` (which would give a CPU build): "pkg._C".
+    cuda_extensions: tuple[str, ...] = ()
 
 
 # --- summarising one file --------------------------------------------------------------
@@ -206,6 +212,7 @@ class _Summarizer:
         self.top_imports: list[tuple[str, str]] = []
         self.modules: list[str] = []
         self.stars: list[str] = []
+        self.required: list[str] = []
         self.defined: set[str] = set()
         self.functions_defined: set[str] = set()
         self._found: list[tuple] = []  # (depth, chunk, order, node, top): ``_statements_breadth_first`` of the whole
@@ -234,8 +241,12 @@ class _Summarizer:
         """The import bindings of the chunks read, in the order ``ast.walk`` of the whole
         file reaches them (the first binding of a name wins)."""
         self.imports, self.top_imports, self.modules, self.stars = {}, [], [], []
-        for *_, node, top in sorted(self._found, key=lambda entry: entry[:3]):
+        self.required: list[str] = []
+        for depth, _, _, node, top in sorted(self._found, key=lambda entry: entry[:3]):
+            start = len(self.modules)
             self._import(node, top)
+            if depth == 0:
+                self.required.extend(self.modules[start:])
 
     def remembered(self, kind: str, node: ast.stmt, extra: tuple, make: Callable[[], object]) -> object:
         """``make()``, or what it gave for the same text of the top-level definition ``node``
@@ -311,7 +322,25 @@ class _Summarizer:
             star_imports=tuple(dict.fromkeys(self.stars)),
             module_loads=tuple(sorted(sites.module_loads)),
             aliases=tuple(sites.aliases),
+            required_imports=tuple(dict.fromkeys(self.required)),
+            cuda_extensions=self._cuda_extensions(),
         )
+
+    def _cuda_extensions(self) -> tuple[str, ...]:
+        """The names of the extensions built with ``CUDAExtension(name, sources)`` when the
+        file imports it and no ``CppExtension`` (a build script that falls back to the CPU)."""
+        qualified = set(self.imports.values())
+        if not any(q.endswith("CUDAExtension") for q in qualified) or any(q.endswith("CppExtension") for q in qualified):
+            return ()
+        names = []
+        for body in self.bodies():
+            for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+                if not (isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("CUDAExtension")):
+                    continue
+                name = next((k.value for k in node.keywords if k.arg == "name"), node.args[0] if node.args else None)
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    names.append(name.value)
+        return tuple(dict.fromkeys(names))
 
     def _summarize(self, body: list[ast.stmt], classes: list, functions: list, sites: _Sites) -> None:
         for node in body:
@@ -960,11 +989,14 @@ def _layer_mode_free(layer: str, call: ast.Call) -> bool:
 
     if _MODE_LAYERS.search(layer):
         return False
+    recurrent = layer in ("RNN", "LSTM", "GRU")
+    layers = next((k.value for k in call.keywords if k.arg == "num_layers"), call.args[2] if len(call.args) > 2 else None)
+    one_layer = recurrent and (layers is None or isinstance(layers, ast.Constant) and layers.value == 1)
     for keyword in call.keywords:
-        if keyword.arg == "dropout":
+        if keyword.arg == "dropout" and not one_layer:  # (between layers: none in a one-layer RNN)
             if not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0):
                 return False
-    return not (layer in ("RNN", "LSTM", "GRU") and len(call.args) >= 6)
+    return not (recurrent and len(call.args) >= 6 and not one_layer)
 
 
 def _gives_no_graph(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list) -> bool:

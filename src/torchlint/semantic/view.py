@@ -7,6 +7,7 @@ so that a cached result is reused only while they still hold.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -356,6 +357,59 @@ class ProjectView:
                 return reason
         return None
 
+    # --- files that need CUDA to be imported
+
+    def imports_cuda_only(self) -> str | None:
+        """Why importing this file needs CUDA: it imports on every path (statements of its own
+        top-level body) an extension the project builds from CUDA sources only
+        (``CUDAExtension`` in a ``setup.py`` of a folder above it, with no ``CppExtension``), a
+        compiled kernel (``roi_align_cuda``), or a project module that does so, at any depth;
+        None otherwise. (A GPU-only library such as Triton installs and imports without a GPU:
+        only the importing file's own use of it counts, ``DeviceFacts``.)"""
+        summary = self.index.summary(self.path)
+        if summary is None:
+            return None
+        return self._imports_cuda_only(self.path, summary, frozenset({self.path}), top=True)
+
+    def _cuda_extensions(self) -> dict[str, str]:
+        """The CUDA-only extensions of the project: their last name part ("_C",
+        "roi_align_cuda") -> the setup.py that builds them, from the folders above this file."""
+        found: dict[str, str] = {}
+        folder = self.path.parent
+        root = self.index.root
+        while True:
+            setup = folder / "setup.py"
+            summary = self.index.summary(setup) if (self.index.files is None or self.index.files.is_file(str(setup))) else None
+            if summary is not None:
+                for name in summary.cuda_extensions:
+                    found.setdefault(name.rpartition(".")[2], os.path.relpath(setup, root))
+            if folder == root or folder.parent == folder or root not in folder.parents:
+                break
+            folder = folder.parent
+        return found
+
+    def _imports_cuda_only(self, path: Path, summary: ModuleSummary, seen: frozenset, top: bool = False) -> str | None:
+        extensions = self._cuda_extensions()
+        for module in summary.required_imports:
+            name = module.lstrip(".")
+            if name and not top and any(part.endswith("_cuda") for part in name.split(".")):
+                return f"it imports {name}, a compiled CUDA kernel"
+            last = name.rpartition(".")[2]
+            if last in extensions and (module.startswith(".") or "." in name or name == last):
+                return f"it imports {module}, built from CUDA sources only by {extensions[last]}"
+            if len(seen) > _MAX_RESOLUTION:
+                continue
+            for found, rest in self.index.resolve_module(module, path):
+                if found in seen or rest:
+                    continue
+                inner = self.index.summary(found)
+                if inner is None:
+                    continue
+                reason = self._imports_cuda_only(found, inner, seen | {found})
+                if reason is not None:
+                    return f"it imports {module}, which needs CUDA ({reason})" if top else reason
+        return None
+
     # --- modes that functions leave models in
 
     def mode_effect(self, qname: str) -> str | None:
@@ -516,9 +570,29 @@ class ProjectView:
             kinds.append(kind)
         return kinds
 
-    def module_loads(self) -> tuple[str, ...] | None:
-        """What the project's files read as a module of what ``torch.load`` gives them
-        (``ProjectIndex.module_loads``); None: unknown."""
+    def argument_mode_layers(self, name: str, position: int, param: str) -> list | None:
+        """Whether what each of the project's other files passes to this file's top-level
+        function ``name`` for a parameter holds a layer that train mode changes (as
+        ``mode_layers``; a torchvision model by its builder): one per call, None for unknown;
+        None in all when a file passes the function around."""
+        from torchlint.semantic.modes import _TORCHVISION_MODE_MODELS
+
+        if self.index.referenced(self.path, name):
+            return None
+        answers = []
+        for path, call in self.index.callers(self.path, name):
+            if path == self.path:
+                continue
+            built = dict(call.keywords).get(param, call.args[position] if position < len(call.args) else "")
+            if built.startswith("torchvision.models."):
+                answers.append(True if _TORCHVISION_MODE_MODELS.match(built.rpartition(".")[2]) else None)
+            else:
+                answers.append(ProjectView(self.index, path).mode_layers(built) if built else None)
+        return answers
+
+    def module_loads(self) -> tuple[tuple[str, str], ...] | None:
+        """What the project's files read as a module of what ``torch.load`` gives them, each
+        with a file that reads it (``ProjectIndex.module_loads``); None: unknown."""
         return self.index.module_loads(self.path)
 
     def gives_no_graph(self, qname: str) -> bool | None:
@@ -551,7 +625,7 @@ class ProjectView:
 QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "method_callers_hold", "star_imports_torch", "module_loads",
-    "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph",
+    "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph", "imports_cuda_only", "argument_mode_layers",
 )
 
 
@@ -587,6 +661,9 @@ class AskedView:
     def requires_cuda(self, qname: str) -> str | None:
         return self._ask("requires_cuda", qname)
 
+    def imports_cuda_only(self) -> str | None:
+        return self._ask("imports_cuda_only")
+
     def file_name(self) -> str:
         return self._ask("file_name")
 
@@ -601,6 +678,9 @@ class AskedView:
 
     def argument_kinds(self, name: str, position: int, param: str) -> list | None:
         return self._ask("argument_kinds", name, position, param)
+
+    def argument_mode_layers(self, name: str, position: int, param: str) -> list | None:
+        return self._ask("argument_mode_layers", name, position, param)
 
     def callers_backprop(self, name: str) -> bool | None:
         return self._ask("callers_backprop", name)
@@ -617,7 +697,7 @@ class AskedView:
     def star_imports_torch(self, module: str) -> bool | None:
         return self._ask("star_imports_torch", module)
 
-    def module_loads(self) -> tuple[str, ...] | None:
+    def module_loads(self) -> tuple[tuple[str, str], ...] | None:
         return self._ask("module_loads")
 
     def returns_argument(self, qname: str) -> int | None:
