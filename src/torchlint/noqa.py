@@ -154,6 +154,7 @@ def unused_noqa(
         if finding.code != UNUSED_NOQA and at_line.suppresses(finding) and not at_file.suppresses(finding):
             by_row.setdefault(finding.start.row, []).append(finding)
     reported = []
+    nodes: dict | None = None  # the comments' nodes, found once a fix needs them
     for found in directives(text):
         if not found.codes:
             continue  # a bare `# noqa`: the project's other linters may need it
@@ -174,7 +175,9 @@ def unused_noqa(
         end = Location(found.row, comment.column + found.end + 1)
         finding = Finding(UNUSED_NOQA, f"unused `noqa` directive ({detail})", start, end)
         if not getattr(rule, "fix_withheld", False):
-            finding.fix = _removal(module, positions, text, found, removed)
+            if nodes is None:
+                nodes = _comment_nodes(module, positions, text)
+            finding.fix = _removal(nodes, found, removed)
         else:
             finding.help = f"Remove unused `noqa` directive ({WITHHELD})"
         reported.append(finding)
@@ -221,10 +224,11 @@ def without_codes(found: Directive, removed: set[int]) -> str | None:
     return after if after.startswith("#") else f"# {after}"
 
 
-def _removal(module: cst.Module, positions, text: str, found: Directive, removed: set[int]) -> Fix | None:
+def _removal(nodes: Mapping[int, tuple[cst.CSTNode, cst.Comment]], found: Directive, removed: set[int]) -> Fix | None:
     """The fix that takes the unused codes out of the directive, or the comment out of the
-    line where nothing else is left of it (its line too, for a comment on a line of its own)."""
-    node = _comment_nodes(module, positions, text).get(found.row)
+    line where nothing else is left of it (its line too, for a comment on a line of its own);
+    ``nodes``: each row's comment node (``_comment_nodes``)."""
+    node = nodes.get(found.row)
     if node is None:
         return None
     parent, comment = node
