@@ -59,7 +59,9 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
     """The key of a file's findings; ``depends`` names what else they depend on, as far as it
     is known before linting."""
     digest = sha256()
-    digest.update(f"{code_version()}|{','.join(r.code for r in rules)}|{with_edits}|{suffix}|{depends}|".encode())
+    # (A rule whose fixes are withheld, `unfixable`, reports its findings without them.)
+    codes = ",".join(r.code + ("-" if getattr(r, "fix_withheld", False) else "") for r in rules)
+    digest.update(f"{code_version()}|{codes}|{with_edits}|{suffix}|{depends}|".encode())
     digest.update(source)
     return digest.hexdigest()
 

@@ -14,6 +14,7 @@ import click
 from torchlint._startup import compiled_dataclasses, gc_paused
 
 with compiled_dataclasses(), gc_paused():  # LibCST's node classes and ours: see torchlint/_startup.py
+    from torchlint import cli_options
     from torchlint.config import ConfigError, resolve_settings
     from torchlint.engine import FixMode
     from torchlint.rule import Rule
@@ -141,6 +142,7 @@ def run() -> None:
     help="Apply the exclusions to paths named on the command line too (as the pre-commit hooks do).",
 )
 @click.option("--watch", is_flag=True, help="Lint again whenever a linted file or the configuration changes (Ctrl-C stops).")
+@cli_options.options
 @compiled_dataclasses()
 def check(
     paths: tuple[Path, ...],
@@ -160,16 +162,20 @@ def check(
     extend_exclude: str | None,
     force_exclude: bool | None,
     watch: bool,
+    **adoption: object,
 ) -> None:
     """Lint files, folders (recursively) and notebooks; `-` reads standard input."""
     if watch:
         _watch(click.get_current_context())
     from torchlint.runner import FileReport, RunOptions, check_files, lint_source
 
+    extra = cli_options.Adoption(**adoption)  # --add-noqa, --fix-only, --show-*, --output-file, -q
     stdin = any(str(p) == "-" for p in paths) or (stdin_filename is not None and not paths)
     paths = paths or (Path("."),)
     if stdin and len(paths) > 1:
         raise click.UsageError("`-` (standard input) cannot be combined with other paths")
+    extra.check_usage(fix, diff, stdin)
+    fix = fix or extra.fix_only
     try:
         settings = resolve_settings(
             [stdin_filename] if stdin and stdin_filename else [] if stdin else list(paths),
@@ -185,6 +191,17 @@ def check(
         sys.exit(2)
     if config is not None and settings.config_file is None:
         click.echo(f"torchlint: warning: {config} has no [tool.torchlint] settings; using the defaults", err=True)
+    if extra.show_settings is not None:
+        try:
+            shown = resolve_settings(
+                [extra.show_settings], config, _codes(select), _codes(extend_select), _codes(ignore), _codes(extend_exclude),
+                force_exclude,
+            )
+        except ConfigError as error:
+            click.echo(f"torchlint: error: {error}", err=True)
+            sys.exit(2)
+        extra.emit(cli_options.show_settings(extra.show_settings, shown))
+        sys.exit(0)
 
     fix_mode = FixMode.UNSAFE if (fix or diff) and unsafe_fixes else FixMode.SAFE if (fix or diff) else FixMode.NONE
     options = RunOptions(
@@ -203,6 +220,7 @@ def check(
         else:
             result = lint_source(data, stdin_filename, settings, options)
             report, fixed_source = FileReport(shown, result.findings, result.fixed_count), result.fixed_source
+            report.fixed_codes = dict(result.fixed_codes)
             report.errors = [RunError(shown, f.describe(), f.code) for f in result.failures]
         if diff:
             from torchlint.engine import unified_diff
@@ -212,7 +230,7 @@ def check(
             sys.stdout.buffer.write(fixed_source if isinstance(fixed_source, bytes) else fixed_source.encode())
             sys.stdout.flush()
         else:
-            report.fixed_count = 0
+            report.fixed_count, report.fixed_codes = 0, {}
         reports = [report]
         from torchlint.output import source_lines
 
@@ -220,9 +238,13 @@ def check(
     else:
         from torchlint.files import discover
 
-        _skipped_named(paths, settings)
+        if not extra.quiet:
+            _skipped_named(paths, settings)
         files = discover(paths, settings)
-        if not files:
+        if extra.show_files:
+            extra.emit(cli_options.show_files(files))
+            sys.exit(0)
+        if not files and not extra.quiet:
             # As ruff says it (and then, as ruff does, "All checks passed!").
             click.echo("warning: No Python files found under the given path(s)", err=True)
         progress = Progress() if sys.stderr.isatty() else None
@@ -230,9 +252,14 @@ def check(
         if progress is not None:
             progress.clear()
         sources = None
+        if extra.add_noqa:
+            for error in (e for r in reports for e in r.errors):
+                click.echo(f"torchlint: error: {error}", err=True)
+            status = cli_options.add_noqa(files, reports, extra.quiet)
+            sys.exit(status or (2 if any(r.errors for r in reports) else 0))
 
     errors = [e for r in reports for e in r.errors]
-    for warning in (w for r in reports for w in r.warnings):
+    for warning in (w for r in reports for w in r.warnings if not extra.quiet):
         click.echo(f"torchlint: warning: {warning}", err=True)
     for error in errors:
         click.echo(f"torchlint: error: {error}", err=True)
@@ -241,28 +268,33 @@ def check(
     to_stderr = stdin and fix and not diff
     if diff:
         text = "".join(r.diff for r in reports)
-        if text:
-            click.echo(text, nl=False)
+        extra.emit(text, nl=False)
         fixable = sum(1 for r in reports if r.diff)
-        click.echo(f"Would fix {fixable} file{'s' if fixable != 1 else ''}." if fixable else "No fixes available.", err=True)
+        if not extra.quiet:
+            click.echo(f"Would fix {fixable} file{'s' if fixable != 1 else ''}." if fixable else "No fixes available.", err=True)
         sys.exit(2 if errors else (1 if fixable and not exit_zero else 0))
 
     # Only what the chosen output needs is imported (start-up time of a one-file run).
-    if statistics:
+    listing = cli_options.fixed_listing(reports) if extra.show_fixes and output_format in ("text", "concise") else ""
+    plain = not (extra.quiet or listing)  # (else the summary is left out, or said after the listing)
+    if extra.fix_only:  # as ruff's: what was fixed, in text formats; never what is left
+        text = cli_options.joined(listing, "" if extra.quiet else cli_options.fixed_summary(reports))
+        text = text if output_format in ("text", "concise") else ""
+    elif statistics:
         from torchlint.output import format_statistics
 
-        text = format_statistics(reports, "json" if output_format == "json" else "text", unsafe_fixes)
+        text = format_statistics(reports, "json" if output_format == "json" else "text", unsafe_fixes, not extra.quiet)
     elif output_format in ("text", "concise"):
         from torchlint.output import format_concise, format_text
 
         if output_format == "concise":
-            text = format_concise(reports, unsafe_fixes)
+            text = format_concise(reports, unsafe_fixes, plain)
         else:
             if sources is None:
                 from torchlint.output import read_sources
 
                 sources = read_sources(r.path for r in reports if r.findings)
-            text = format_text(reports, sources, unsafe_fixes)
+            text = format_text(reports, sources, unsafe_fixes, plain)
     elif output_format == "github":
         from torchlint.output import format_github
 
@@ -275,13 +307,16 @@ def check(
         from torchlint.output_json import format_sarif
 
         text = format_sarif(reports)
-    if text:
-        click.echo(text, err=to_stderr)
+    if listing and not extra.fix_only and not statistics:
+        from torchlint.output import summary
+
+        text = cli_options.joined(text, listing, "" if extra.quiet else summary(reports, unsafe_fixes))
+    extra.emit(text, err=to_stderr)
 
     remaining = sum(len(r.findings) for r in reports)
     if errors:
         sys.exit(2)
-    sys.exit(1 if remaining and not exit_zero else 0)
+    sys.exit(1 if remaining and not exit_zero and not extra.fix_only else 0)
 
 
 def _skipped_named(paths: Sequence[Path], settings) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os.path
 import sys
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -23,6 +23,7 @@ from torchlint.rules import all_rules
 
 KEYS = ("select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-torch")
 KEYS += ("extend-exclude", "force-exclude")  # (exclusion.py)
+KEYS += ("extend-per-file-ignores", "fixable", "unfixable")  # (issue 40: below)
 
 
 class ConfigError(Exception):
@@ -46,9 +47,13 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     command_line_exclude: PatternSet | None = None
     force_exclude: bool = False
+    # `fixable` / `unfixable`: the codes (or prefixes) whose fixes `--fix` may apply (None:
+    # all) and never applies; a finding of a code that is not fixable is reported without fix.
+    fixable: tuple[str, ...] | None = None
+    unfixable: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for selector in (*(self.select or ()), *self.extend_select):
+        for selector in (*(self.select or ()), *self.extend_select, *(self.fixable or ()), *self.unfixable):
             validate_selector(selector, self.config_file)
         for selector in (*self.ignore, *(c for _, cs in self.per_file_ignores for c in cs)):
             validate_selector(selector, self.config_file, deselecting=True)
@@ -62,7 +67,7 @@ class Settings:
 
     @property
     def enabled(self) -> tuple[type[Rule], ...]:
-        return select_rules(self.select, self.extend_select, self.ignore)
+        return with_fixability(select_rules(self.select, self.extend_select, self.ignore), self.fixable, self.unfixable)
 
     def relative(self, path: Path) -> str | None:
         # abspath, not resolve: a symlink loop must not raise here (reading it reports TL000).
@@ -112,7 +117,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What the findings of a file depend on, besides its content (for the cache)."""
-        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores, self.target_torch))
+        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores, self.target_torch, self.fixable, self.unfixable))
 
 
 def _matches(code: str, selector: str) -> bool:
@@ -122,7 +127,7 @@ def _matches(code: str, selector: str) -> bool:
 def validate_selector(selector: str, source: Path | None = None, deselecting: bool = False) -> None:
     where = f" in {source}" if source else ""
     matched = [r.code for r in all_rules() if r.code.startswith(selector)]
-    if deselecting and matched == [INVALID_FILE]:
+    if deselecting and INVALID_FILE in matched and set(matched) <= {INVALID_FILE, "TL001"}:  # (TL0, TL00: say TL001)
         raise ConfigError(
             f"`{selector}`{where}: {INVALID_FILE} (a file that cannot be read or parsed) is always reported "
             "and cannot be ignored; exclude the file instead"
@@ -237,7 +242,7 @@ def load_settings(config_file: Path | None) -> Settings:
             target_torch = parse_target(table["target-torch"])
         except ValueError as error:
             raise ConfigError(f"{config_file}: {error}") from None
-    return Settings(
+    return _with_adoption_keys(table, config_file, Settings(
         root=config_file.parent,
         config_file=config_file,
         target_torch=target_torch,
@@ -250,7 +255,7 @@ def load_settings(config_file: Path | None) -> Settings:
         per_file_ignores=tuple(
             (pattern, _codes(codes, f"per-file-ignores.{pattern}", config_file)) for pattern, codes in sorted(per_file.items())
         ),
-    )
+    ))
 
 
 def resolve_settings(
@@ -272,7 +277,7 @@ def resolve_settings(
         start = Path(_common_dir(existing)) if existing else Path.cwd()
         config = find_config(start)
     settings = load_settings(config)
-    return Settings(
+    return _keeping_adoption_keys(settings, Settings(
         root=settings.root,
         config_file=settings.config_file,
         select=tuple(select) if select else settings.select,
@@ -284,9 +289,71 @@ def resolve_settings(
         extend_exclude=settings.extend_exclude,
         command_line_exclude=PatternSet(Path.cwd(), tuple(extend_exclude), "`--extend-exclude`") if extend_exclude else None,
         force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
-    )
+    ))
 
 
 def _common_dir(paths: list[Path]) -> str:
     dirs = [str(p if p.is_dir() else p.parent) for p in paths]
     return os.path.commonpath(dirs)
+
+
+# --- the keys a team adopting torchlint on a large codebase looks for first (issue 40) ----
+
+def _with_adoption_keys(table: dict, config_file: Path, settings: Settings) -> Settings:
+    """``settings`` with the table's ``fixable``, ``unfixable`` and ``extend-per-file-ignores``
+    (its patterns added to ``per-file-ignores``', as ruff's key adds to the inherited ones)."""
+    import dataclasses
+
+    extend = table.get("extend-per-file-ignores", {})
+    if not isinstance(extend, dict):
+        raise ConfigError(f"{config_file}: `extend-per-file-ignores` must be a table of pattern = [codes]")
+    added = tuple(
+        (pattern, _codes(codes, f"extend-per-file-ignores.{pattern}", config_file)) for pattern, codes in sorted(extend.items())
+    )
+    return dataclasses.replace(
+        settings,
+        per_file_ignores=settings.per_file_ignores + added,
+        fixable=_codes(table["fixable"], "fixable", config_file) if "fixable" in table else None,
+        unfixable=_codes(table.get("unfixable", []), "unfixable", config_file),
+    )
+
+
+def _keeping_adoption_keys(loaded: Settings, resolved: Settings) -> Settings:
+    """``resolved`` (the command line's overrides applied) with the keys ``loaded`` read."""
+    import dataclasses
+
+    return dataclasses.replace(resolved, fixable=loaded.fixable, unfixable=loaded.unfixable)
+
+
+def fixes_allowed(code: str, fixable: Sequence[str] | None, unfixable: Sequence[str]) -> bool:
+    """Whether ``--fix`` may apply the fixes of rule ``code``: it is ``fixable`` (default: every
+    rule) and not ``unfixable`` (which wins, as in ruff)."""
+    allowed = fixable is None or any(_matches(code, s) for s in fixable)
+    return allowed and not any(_matches(code, s) for s in unfixable)
+
+
+def with_fixability(
+    rules: tuple[type[Rule], ...], fixable: Sequence[str] | None, unfixable: Sequence[str]
+) -> tuple[type[Rule], ...]:
+    """The rules, those whose fixes are not allowed (``fixes_allowed``) replaced by a version
+    that reports its findings without fix."""
+    if fixable is None and not unfixable:
+        return rules
+    return tuple(r if fixes_allowed(r.code, fixable, unfixable) else without_fix(r) for r in rules)
+
+
+@lru_cache(maxsize=None)
+def without_fix(rule: type[Rule]) -> type[Rule]:
+    """``rule``, reporting its findings without their fixes (``unfixable``): no ``[*]``, no
+    fix in JSON or in the editor, nothing for ``--fix`` to apply; the help line says what the
+    fix would have done, and why it is not applied. ``fix_withheld`` tells the
+    engine (TL001's fix is the engine's) and the cache."""
+
+    def report(self: Rule, node, message: str | None = None, *, fix=None, help: str | None = None) -> None:
+        if fix is not None and help is None:
+            from torchlint.noqa import WITHHELD
+
+            help = f"{fix.message} ({WITHHELD})"
+        rule.report(self, node, message, fix=None, help=help)
+
+    return type(rule.__name__, (rule,), {"report": report, "fix_withheld": True, "__module__": rule.__module__, "__doc__": rule.__doc__})

@@ -45,6 +45,7 @@ class SourceResult:
     fixed_source: bytes  # equal to ``source`` when nothing was fixed
     fixed_count: int = 0
     failures: list[RuleFailure] = field(default_factory=list)  # rules that raised on this file
+    fixed_codes: dict[str, int] = field(default_factory=dict)  # the fixes applied, per rule code
 
 
 def _error(message: str, row: int = 1, col: int = 1) -> Finding:
@@ -359,8 +360,15 @@ def run_rules(
     the statements of the document's last version. ``cancelled`` is asked at each statement
     the traversal enters and between the long stages of the facts the rules share
     (``RuleContext.checkpoint``): once true, ``Cancelled`` is raised there. Returns the
-    findings and the module's positions."""
+    findings (with TL001's, when it is among ``rules``: the ``noqa`` comments that suppress
+    none of them) and the module's positions."""
     context = _rule_pass(module, rules, failures, project, statement_lines, position_memo, cancelled)
+    if any(r.code == "TL001" for r in rules):  # (unused-noqa, the engine's: after the others)
+        text = module.code
+        own: dict[str, BaseException] = {**context.failures, **(failures or {})}
+        context.findings += _unused_noqa(text, module, context.positions, context.findings, find_suppressions(text), rules, [], own)
+        if failures is not None:
+            failures.update(own)
     return context.findings, context.positions
 
 
@@ -510,6 +518,7 @@ class _Applied:
     count: int  # fixes applied
     code: str | None = None  # the module's code (None: no fix applied)
     tree: ast.Module | None = None  # and its ``ast`` tree (Python's parser accepted it)
+    fixes: Sequence[Fix] = ()  # the fixes applied
 
 
 def apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix]) -> tuple[cst.Module, int]:
@@ -548,14 +557,14 @@ def _apply_fixes(module: cst.Module, positions: Positions, fixes: Sequence[Fix])
         raise
     parsed = _parsed(fixed)
     if parsed is not None:
-        return _Applied(fixed, len(accepted), *parsed)
+        return _Applied(fixed, len(accepted), *parsed, fixes=accepted)
     # Some fix broke the syntax: keep only the ones that parse on their own.
     good = [f for f in accepted if _parsed(_apply(module, [f])) is not None]
     if not good:
         return _Applied(module, 0)
     fixed = _apply(module, good)
     parsed = _parsed(fixed)
-    return _Applied(fixed, len(good), *parsed) if parsed is not None else _Applied(module, 0)
+    return _Applied(fixed, len(good), *parsed, fixes=good) if parsed is not None else _Applied(module, 0)
 
 
 def _parsed(module: cst.Module) -> tuple[str, ast.Module] | None:
@@ -844,7 +853,7 @@ def lint_module_source(
 def _lint_source(source, rules, fix_mode, with_edits, project, prescreen, parse_cache, tree, cancelled, progress=None) -> SourceResult:
     try:
         rules, waiting, lines = _prescreened(source, rules, prescreen, tree)
-        if not any(map(visits, rules)):
+        if not any(map(visits, rules)) and not _judges_noqa(rules, source):
             return SourceResult([], source, source)
         _check(cancelled)
         module = _parse_checked(source, lines, cache=parse_cache, cancelled=cancelled)
@@ -1054,6 +1063,7 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
     if suppressions.file_all:
         return SourceResult([], source, source)
     fixed_count = 0
+    fixed_codes: dict[str, int] = {}
     for pass_number in range(MAX_FIX_PASSES + 1):
         known = len(failures)
         # (An editor's positions are those of the source; ``lines`` are the current module's.)
@@ -1067,6 +1077,7 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
         if len(failures) > known and fixed_count:
             raise _Restart
         rules = [r for r in rules if r.code not in failures]
+        findings = findings + _unused_noqa(text, module, positions, findings, suppressions, rules, waiting, failures)
         findings = [f for f in findings if not suppressions.suppresses(f)]
         findings.sort(key=_sort_key)
         fixes = [f.fix for f in findings if f.fix is not None and f.fix.applicability in fix_mode]
@@ -1083,6 +1094,7 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
         # positions of the next pass, and the prescreen of the rules held back.
         module, text, tree = applied.module, applied.code, applied.tree
         fixed_count += applied.count
+        _count_codes(fixed_codes, findings, applied.fixes)
         lines = statement_lines(tree)
         suppressions = find_suppressions(text)
         if waiting:  # a fix may have written the words or nodes of a rule held back
@@ -1104,7 +1116,43 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
         output = source
     else:  # (``module.bytes`` is its code, encoded)
         output = text.encode(module.encoding) if isinstance(source, bytes) else text
-    return SourceResult(_dedupe(findings), source, output, fixed_count)
+    return SourceResult(_dedupe(findings), source, output, fixed_count, fixed_codes=fixed_codes)
+
+
+def _judges_noqa(rules: Sequence[type[Rule]], source: bytes | str) -> bool:
+    """Whether TL001 (unused-noqa) is selected and the source has a ``# noqa`` it judges: the
+    module is then parsed even where no other rule looks at it."""
+    from torchlint.noqa import UNUSED_NOQA, names_our_codes
+
+    return any(r.code == UNUSED_NOQA for r in rules) and names_our_codes(source)
+
+
+def _unused_noqa(text, module, positions, findings, suppressions, rules, waiting, failures) -> list[Finding]:
+    """TL001's findings for the pass (``noqa.unused_noqa``): the rules selected are those run,
+    those the prescreen held back and those that failed. A failure of its own is TL001's, as
+    a rule's would be."""
+    from torchlint.noqa import UNUSED_NOQA, unused_noqa
+
+    rule = next((r for r in rules if r.code == UNUSED_NOQA), None)
+    if rule is None:
+        return []
+    selected = [r.code for r in (*rules, *waiting)]
+    try:
+        return unused_noqa(text, module, positions, findings, suppressions, selected + list(failures), failures, rule)
+    except (RecursionError, MemoryError):
+        raise
+    except Exception as error:
+        failures[UNUSED_NOQA] = error
+        return []
+
+
+def _count_codes(counts: dict[str, int], findings: Sequence[Finding], fixes: Sequence[Fix]) -> None:
+    """Add the applied ``fixes`` to ``counts``, by the code of the finding each came with."""
+    codes = {id(f.fix): f.code for f in findings if f.fix is not None}
+    for fix in fixes:
+        code = codes.get(id(fix))
+        if code is not None:
+            counts[code] = counts.get(code, 0) + 1
 
 
 def _with_edits(

@@ -125,12 +125,15 @@ def lint_notebook(
     programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell], written) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
     fixed_count = 0
+    fixed_codes: dict[str, int] = {}
     failures = []
     for program_rules, program, program_project in programs:
         found, fixed, count, failed = _lint_program(program, program_rules, fix_mode, with_edits, program_project, prescreen)
         findings += found
         new_sources.update(fixed)
-        fixed_count += count
+        fixed_count += sum(count.values())
+        for code, n in count.items():
+            fixed_codes[code] = fixed_codes.get(code, 0) + n
         failures += failed
     findings.sort(key=lambda f: (f.cell or 0, f.start, f.end, f.code, f.message))
     if not fixed_count:
@@ -138,7 +141,7 @@ def lint_notebook(
     for number, new in new_sources.items():
         raw = notebook["cells"][number - 1]
         raw["source"] = new.splitlines(keepends=True) if isinstance(raw["source"], list) else new
-    return SourceResult(findings, source, _dump(notebook, text), fixed_count, failures=failures)
+    return SourceResult(findings, source, _dump(notebook, text), fixed_count, failures=failures, fixed_codes=fixed_codes)
 
 
 def _lint_program(
@@ -148,9 +151,9 @@ def _lint_program(
     with_edits: bool,
     project: object,
     prescreen: bool,
-) -> tuple[list[Finding], dict[int, str], int, list[RuleFailure]]:
+) -> tuple[list[Finding], dict[int, str], dict[str, int], list[RuleFailure]]:
     """The findings of cells joined into one module, the new source of each cell a fix
-    changed, the number of fixes, and the rules that raised."""
+    changed, the number of fixes per rule code, and the rules that raised."""
     module = BOUNDARY.join("".join(cell.lines) for cell in cells)
     result = lint_module_source(module, rules, fix_mode, with_edits, project, prescreen=prescreen)
     fixed_parts = _parts(result.fixed_source, cells) if result.fixed_count else None
@@ -161,10 +164,10 @@ def _lint_program(
     parts = fixed_parts or _parts(result.fixed_source, cells)
     findings = _to_cells(result.findings, cells, parts)
     if fixed_parts is None:
-        return findings, {}, 0, result.failures
+        return findings, {}, {}, result.failures
     new_sources = {cell.number: _restore(cell, part) for cell, part in zip(cells, fixed_parts)}
     changed = {cell.number: new_sources[cell.number] for cell in cells if new_sources[cell.number] != cell.text}
-    return findings, changed, result.fixed_count, result.failures
+    return findings, changed, result.fixed_codes, result.failures
 
 
 def kernel_code(source: bytes) -> str | None:

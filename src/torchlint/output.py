@@ -78,9 +78,9 @@ def _unwritten_line(count: int) -> str:
     return f"{files} could not be written (reported above): {'its' if count == 1 else 'their'} fixes were not applied."
 
 
-def format_concise(reports: Sequence[FileReport], unsafe_fixes: bool = False) -> str:
+def format_concise(reports: Sequence[FileReport], unsafe_fixes: bool = False, with_summary: bool = True) -> str:
     lines = [_line(p, f, unsafe_fixes) for p, f in rows(reports)]
-    return "\n".join(lines + [summary(reports, unsafe_fixes)])
+    return "\n".join(lines + [summary(reports, unsafe_fixes)] * with_summary)
 
 
 # Control characters shown as Unicode's pictures of them (U+2400...), as ruff shows them: a
@@ -136,7 +136,9 @@ def _rows(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text)
 
 
-def format_text(reports: Sequence[FileReport], sources: Sources | None = None, unsafe_fixes: bool = False) -> str:
+def format_text(
+    reports: Sequence[FileReport], sources: Sources | None = None, unsafe_fixes: bool = False, with_summary: bool = True
+) -> str:
     """One line per finding followed by the source line it points at (in a notebook, the
     cell's row) and, where the rule can fix it, what the fix does."""
     blocks = []
@@ -159,10 +161,12 @@ def format_text(reports: Sequence[FileReport], sources: Sources | None = None, u
             note = "" if f.fix.applicability == "safe" else " (unsafe)"
             block.append(f"   = help: {f.fix.message}{note}")
         blocks.append("\n".join(block))
-    return "\n\n".join(blocks + [summary(reports, unsafe_fixes)])
+    return "\n\n".join(blocks + [summary(reports, unsafe_fixes)] * with_summary)
 
 
-def format_statistics(reports: Sequence[FileReport], output_format: str = "text", unsafe_fixes: bool = False) -> str:
+def format_statistics(
+    reports: Sequence[FileReport], output_format: str = "text", unsafe_fixes: bool = False, with_summary: bool = True
+) -> str:
     """Findings counted per rule: a table, or with ``json`` an array as ruff gives it."""
     counts = Counter(f.code for r in reports for f in r.findings)
     fixable = {f.code for r in reports for f in r.findings if _fixable(f, unsafe_fixes)}
@@ -180,7 +184,7 @@ def format_statistics(reports: Sequence[FileReport], output_format: str = "text"
         lines.append(f"{n:>5}\t{code}\t{marker} {rule_by_code(code).name}")
     # As ruff does: the table, then the summary and what `--fix` would fix (nothing at all
     # where nothing was found, but internal errors are always told).
-    if ordered or any(r.errors for r in reports):
+    if with_summary and (ordered or any(r.errors for r in reports)):
         lines.append(summary(reports, unsafe_fixes))
     return "\n".join(lines)
 

@@ -47,6 +47,7 @@ class FileReport:
     diff: str = ""
     errors: list[RunError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    fixed_codes: dict[str, int] = field(default_factory=dict)  # the fixes written, per rule code
 
 
 def display_path(path: Path) -> str:
@@ -109,6 +110,7 @@ def check_file(path: Path, settings: Settings, options: RunOptions, project=None
         return FileReport(shown, cached)
     result = lint_source(source, path, settings, options, project, view, _within(progress, shown))
     report = FileReport(shown, result.findings, result.fixed_count if options.write else 0)
+    report.fixed_codes = dict(result.fixed_codes) if options.write else {}
     report.errors = [RunError(shown, failure.describe(), failure.code) for failure in result.failures]
     if result.fixed_source != source:
         if options.diff:
@@ -150,6 +152,7 @@ def _unfixed(report: FileReport, source: bytes, path: Path, settings: Settings, 
     """The file was not written: report what it still holds, and no fix as done."""
     result = lint_source(source, path, settings, dataclasses.replace(options, fix_mode=FixMode.NONE), project)
     report.findings, report.fixed_count = result.findings, 0
+    report.fixed_codes = {}
 
 
 def _text(data: bytes | str) -> str:

@@ -587,6 +587,42 @@ class TorchlintServer(LanguageServer):
             )
         return actions
 
+    def noqa_actions(self, snapshot: Snapshot, diagnostics: Sequence[types.Diagnostic]) -> list[types.CodeAction]:
+        """``Disable TL501 for this line`` for each of our diagnostics of this version: the
+        ``# noqa: CODE`` that ``--add-noqa`` would write on its line (merged into a ``# noqa``
+        there). None for TL000 (it cannot be suppressed), TL001, or a line that cannot take a
+        comment (it ends inside a string or continues with a backslash)."""
+        from torchlint.noqa import UNUSED_NOQA, line_with_codes, open_rows
+
+        ours = [
+            d for d in diagnostics
+            if d.source == SOURCE and isinstance(d.data, dict) and d.data.get("version") == snapshot.version
+            and d.code not in (INVALID_FILE, UNUSED_NOQA)
+        ]
+        read = open_rows(snapshot.text) if ours else None
+        if read is None:
+            return []
+        lines = split_lines(snapshot.text)
+        actions = []
+        for diagnostic in ours:
+            row = diagnostic.range.start.line + 1
+            if row not in read[0] or row > len(lines):
+                continue
+            body = lines[row - 1].rstrip("\r\n")
+            new = line_with_codes(body, read[1].get(row), [str(diagnostic.code)])
+            if new is None or new == body:
+                continue
+            where = to_range(Location(row, 1), Location(row, len(body) + 1), lines, self.workspace.position_codec)
+            actions.append(
+                types.CodeAction(
+                    title=f"Disable {diagnostic.code} for this line",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    edit=self.workspace_edit(snapshot.uri, snapshot.version, [types.TextEdit(range=where, new_text=new)]),
+                )
+            )
+        return actions
+
     def may_fix_all(self, uri: str, version: int | None) -> bool:
         """False only when this version's diagnostics are known and none has a safe fix."""
         known = self.safe_fix_known.get(uri)
@@ -684,6 +720,7 @@ def create_server() -> TorchlintServer:
         actions = []
         if _wanted(types.CodeActionKind.QuickFix.value, params.context.only):
             actions += ls.quick_fixes(uri, snapshot.version, params.context.diagnostics)
+            actions += ls.noqa_actions(snapshot, params.context.diagnostics)
         if _wanted(FIX_ALL, params.context.only) and ls.may_fix_all(uri, snapshot.version):
             fix_all = types.CodeAction(title="Fix all safe torchlint problems", kind=FIX_ALL, data={"uri": uri})
             if ls.resolves_edits:  # computed only if the user picks it
