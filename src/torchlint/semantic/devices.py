@@ -224,30 +224,7 @@ class DeviceFacts:
     def _cuda_indices(self) -> dict[cst.ClassDef | None, set[int]]:
         """The CUDA device numbers written in each class of the file (None: outside any)."""
         found: dict[cst.ClassDef | None, set[int]] = defaultdict(set)
-        model = self.model
-
-        class Indices(cst.CSTVisitor):
-            def __init__(self) -> None:
-                self.classes: list[cst.ClassDef | None] = [None]
-
-            def visit_ClassDef(self, node: cst.ClassDef) -> None:
-                self.classes.append(node)
-
-            def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-                self.classes.pop()
-
-            def visit_SimpleString(self, node: cst.SimpleString) -> None:
-                if cuda_string(node) and cuda_index(node) is not None:
-                    found[self.classes[-1]].add(cuda_index(node))
-
-            def visit_Call(self, node: cst.Call) -> None:
-                func = node.func
-                if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and node.args:
-                    value = node.args[0].value
-                    if isinstance(value, cst.Integer) and value.value.isdigit():
-                        found[self.classes[-1]].add(int(value.value))
-
-        model.module.visit(Indices())
+        self.model.module.visit(_CudaIndices(found))
         return found
 
     def _reset_by_choice(self, node: cst.CSTNode) -> bool:
@@ -1003,3 +980,28 @@ def _names(expr: cst.BaseExpression) -> list[cst.Name]:
 
     expr.visit(Names())
     return found
+
+
+class _CudaIndices(cst.CSTVisitor):
+    """The CUDA device numbers written in each class of a file (``DeviceFacts._cuda_indices``)."""
+
+    def __init__(self, found: dict) -> None:
+        self.found = found
+        self.classes: list[cst.ClassDef | None] = [None]
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if cuda_string(node) and cuda_index(node) is not None:
+            self.found[self.classes[-1]].add(cuda_index(node))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and node.args:
+            value = node.args[0].value
+            if isinstance(value, cst.Integer) and value.value.isdigit():
+                self.found[self.classes[-1]].add(int(value.value))

@@ -321,27 +321,25 @@ class ModeFacts:
 
     def _builds_mode_layer(self, call: cst.Call, seen: frozenset, reads: bool = True) -> bool:
         found = False
-        facts = self
-
-        class Calls(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                nonlocal found
-                qname = facts.model.qualified_name(node.func) or ""
-                last = qname.rpartition(".")[2]
-                if qname.startswith("torch.nn.functional."):
-                    found = found or bool(_MODE_FUNCTIONS.search(last))
-                elif qname.startswith("torch.nn.") and last[:1].isupper():
-                    found = found or not facts._layer_mode_free(node)
-                elif qname.startswith("torchvision.models."):
-                    found = found or bool(_TORCHVISION_MODE_MODELS.match(last))
-                else:
-                    cls = facts._local_definition(node.func, cst.ClassDef)
-                    if cls is not None and cls not in seen:
-                        found = found or facts._builds_mode_layer_in(cls, seen | {cls}, reads)
-                    elif cls is None:  # a class or factory of another project file
-                        found = found or facts.model.project_mode_layers(node.func) is True
-
-        call.visit(Calls())
+        # (The calls of its subtree from the collecting pass's record: no walk, and no
+        # visitor class made per question, which would leave cycles for the collector.)
+        for node in self.model.calls_in(call):
+            if found:
+                break
+            qname = self.model.qualified_name(node.func) or ""
+            last = qname.rpartition(".")[2]
+            if qname.startswith("torch.nn.functional."):
+                found = bool(_MODE_FUNCTIONS.search(last))
+            elif qname.startswith("torch.nn.") and last[:1].isupper():
+                found = not self._layer_mode_free(node)
+            elif qname.startswith("torchvision.models."):
+                found = bool(_TORCHVISION_MODE_MODELS.match(last))
+            else:
+                cls = self._local_definition(node.func, cst.ClassDef)
+                if cls is not None and cls not in seen:
+                    found = self._builds_mode_layer_in(cls, seen | {cls}, reads)
+                elif cls is None:  # a class or factory of another project file
+                    found = self.model.project_mode_layers(node.func) is True
         if found or call in seen or len(seen) > 8:
             return found
         # A module handed to the one built (`Classifier(backbone)`, `nn.DataParallel(net)`):
