@@ -151,7 +151,7 @@ class LossKeptWithGraph(TorchRule):
         if loss is None:
             if isinstance(store, cst.Call):  # outputs.append(...): a container that grows
                 self._check_output(value, holder, store)
-            elif isinstance(store, (cst.AugAssign, cst.Assign)) and isinstance(holder, cst.Name):
+            elif isinstance(holder, cst.Name) and self._accumulates(store, holder):
                 self._check_total(value, holder, store)
             return
         values = self.semantic.values(loss)
@@ -201,6 +201,36 @@ class LossKeptWithGraph(TorchRule):
             if not isinstance(ancestor, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
                 return False
         return False
+
+    def _accumulates(self, store: cst.CSTNode, holder: cst.Name) -> bool:
+        """``total += x`` or ``total = total + x`` (not a value kept under a name in a branch),
+        where the loop around it binds the total nowhere else: a running total carried from one
+        iteration to the next, not one rebuilt in each (``loss = term; loss = loss + other``)."""
+        if isinstance(store, cst.AugAssign):
+            pass
+        elif not (isinstance(store, cst.Assign) and isinstance(store.value, cst.BinaryOperation) and any(
+            isinstance(o, cst.Name) and o.value == holder.value for o in (store.value.left, store.value.right)
+        )):
+            return False
+        loop = self._iteration_loop(store)
+        if loop is None:
+            return False
+        for binding in self.semantic.assignments(holder):
+            node = binding.node
+            if not self.semantic.inside(node, loop) or self.semantic.inside(node, store):
+                continue
+            parent = next((a for a in self.semantic.ancestors(node) if isinstance(a, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.With))), None)
+            if parent is None or not self._accumulates_shallow(parent, holder):
+                return False  # bound afresh inside the loop
+        return True
+
+    @staticmethod
+    def _accumulates_shallow(statement: cst.CSTNode, holder: cst.Name) -> bool:
+        if isinstance(statement, cst.AugAssign):
+            return True
+        return isinstance(statement, cst.Assign) and isinstance(statement.value, cst.BinaryOperation) and any(
+            isinstance(o, cst.Name) and o.value == holder.value for o in (statement.value.left, statement.value.right)
+        )
 
     def _check_total(self, value: cst.BaseExpression, holder: cst.Name, store: cst.CSTNode) -> None:
         """A running total of any tensor computed from a model's output with gradients on,
