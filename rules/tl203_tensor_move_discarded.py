@@ -96,19 +96,21 @@ class TensorMoveDiscarded(TorchRule):
         )
 
     def _device_read_after(self, receiver: cst.Name, statement: cst.CSTNode) -> str | None:
-        """The device property (``is_cuda``, ``device``, ``get_device``) that a read of the
-        tensor after the statement takes, if any: the value it reads is the one the fix moves."""
+        """The device property (``is_cuda``, ``device``, ``get_device``) that the first read of
+        the tensor after the statement to take one takes, if any: the value it reads is the
+        one the fix moves."""
         after = self.semantic.end_key(statement)
+        found = []
         for assignment in self.semantic.assignments(receiver):
-            for access in assignment.references:
+            for access in assignment.references:  # (a set: ordered below)
                 read = access.node
                 parent = self.semantic.parent(read)
                 if (
                     isinstance(parent, cst.Attribute) and parent.value is read and parent.attr.value in DEVICE_PROPERTIES
                     and self.semantic.start_key(read) > after
                 ):
-                    return parent.attr.value
-        return None
+                    found.append((self.semantic.start_key(read), parent.attr.value))
+        return min(found)[1] if found else None
 
     def _is_tensor(self, name: cst.Name) -> bool:
         if self.semantic.kind(name) is not None:

@@ -110,3 +110,20 @@ def _needs(code: str, holder: str, level: int) -> set[str]:
 )
 def test_what_the_readers_of_a_kept_value_need(code, holder, level, expected):
     assert _needs(code, holder, level) == expected
+
+
+@pytest.mark.parametrize("reader, expected", [("return total", {"unknown"}), ("print(total.item())", {"tensor"}), ("print(total)", set())])
+def test_a_total_declared_global_is_read_in_every_function(reader, expected):
+    """`global total` then `total += loss` in a step function: the total's readers are the
+    module's, in any function."""
+    import libcst as cst
+    import libcst.matchers as m
+    from libcst.metadata import MetadataWrapper
+
+    from torchlint.semantic import SemanticModel
+    from torchlint.semantic.readers import readers_need
+
+    code = f"total = 0\n\n\ndef step(loss):\n    global total\n    total += loss\n\n\ndef report():\n    {reader}\n"
+    model = SemanticModel(MetadataWrapper(cst.parse_module(code)))
+    target = m.findall(model.module, m.AugAssign())[0].target
+    assert readers_need(model, target, 0) == expected

@@ -86,13 +86,19 @@ class _Readers:
         return needs
 
     def _all_reads(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """Every read of the name in the scope that owns it: its function's, or the module's
+        for a name declared ``global`` there or read from it (reads in nested functions too)."""
         scope = self.model.scopes.get(name)
         if scope is None:
             return None
-        reads = {id(access.node): access.node for access in scope.accesses[name.value]}
-        for assignment in scope.assignments[name.value]:
-            for access in assignment.references:
+        owners = {id(a.scope): a.scope for a in scope[name.value]} or {id(scope): scope}
+        reads: dict[int, cst.CSTNode] = {}
+        for owner in owners.values():
+            for access in owner.accesses[name.value]:
                 reads[id(access.node)] = access.node
+            for assignment in owner.assignments[name.value]:
+                for access in assignment.references:
+                    reads[id(access.node)] = access.node
         return list(reads.values())
 
     def read(self, node: cst.CSTNode, level: int, depth: int, seen: frozenset) -> set[str]:
