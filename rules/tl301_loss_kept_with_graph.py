@@ -239,6 +239,8 @@ class LossKeptWithGraph(TorchRule):
         training = self.semantic.training
         if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or not training.carries_grad(value) or training.detached(value):
             return
+        if not self._helper_returns_graph(value):
+            return
         loop = self._iteration_loop(store)
         if loop is None or self._grad_off(store) or training.in_test(store) or self._reset_in(holder.value, loop, store):
             return
@@ -255,6 +257,37 @@ class LossKeptWithGraph(TorchRule):
         name = code(value)
         fix = Fix(f"Add `{name}.detach()`", {value: cst.Call(func=cst.Attribute(value=term, attr=cst.Name("detach")))}, applicability)
         self.report(value, self.total_message.format(term=name), fix=fix)
+
+    def _helper_returns_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
+        """For a value that a function or method of the file gives (directly or through a name
+        bound to its call), whether what it returns carries a graph: every ``return`` of it
+        does (``return loss`` after ``backward()``, not ``return -norm(a - out.detach())``).
+        True for anything else (the training facts decided it)."""
+        if isinstance(value, cst.Name) and depth < 3:
+            bindings = self.semantic.assignments(value)
+            if bindings and all(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in bindings):
+                return False  # a module or a function of another file or library
+            values = self.semantic.values(value)
+            return not values or any(self._helper_returns_graph(v, depth + 1) for v in values)
+        if not isinstance(value, cst.Call):
+            return True
+        func = value.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        functions = self.semantic.functions.get(name, ()) if name else ()
+        if not functions:
+            # A call of something the file does not define: a model's forward pass, a torch
+            # operation or a loss function computes a tensor; another library's or another
+            # file's function (a log line built by `print_train_info(...)`) is not known to.
+            qname = self.semantic.qualified_name(func) or ""
+            return (
+                qname.startswith("torch.") or self.semantic.evaluation.known_forward(value)
+                or self.semantic.training.is_loss(value) or (isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Name))
+                or (isinstance(func, cst.Attribute) and self.semantic.kind(func.value) is not None)
+                or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and self._helper_returns_graph(func.value, depth + 1))
+            )
+        training = self.semantic.training
+        returns = [r.value for f in functions for r in _returns_of(f) if r.value is not None]
+        return bool(returns) and all(training.carries_grad(r) and not training.detached(r) for r in returns)
 
     def _check_output(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         """A model's output kept across the iterations of a training loop (``outputs.append(model(x))``)."""
@@ -650,3 +683,18 @@ def _base_name(holder: cst.BaseExpression) -> str | None:
         holder = holder.value
     return holder.value if isinstance(holder, cst.Name) else None
 
+
+def _returns_of(function: cst.FunctionDef) -> list[cst.Return]:
+    """The ``return`` statements of a function's own body (not of functions nested in it)."""
+    found: list[cst.Return] = []
+
+    def walk(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(child, cst.Return):
+                found.append(child)
+            walk(child)
+
+    walk(function.body)
+    return found

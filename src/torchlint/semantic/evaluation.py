@@ -477,8 +477,11 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                     region = self.anchor(call, model, function)
                     if self._trains_in(region, function) or self._trained_on_purpose(call, model, function):
                         continue
-                elif holders is None or not self._untrained(model, holders):
-                    continue
+                elif (
+                    not holders or not iteration.steps or self._on_random_input(call)
+                    or not self._untrained(model, holders)
+                ):
+                    continue  # (a loop that steps no optimizer trains nothing known: a smoke test)
                 else:  # the outermost loop around it: the module is put in eval mode once, before it
                     region = list(training.enclosing_loops(call))[-1]
                 if not self.known_mode_layers(model, function):

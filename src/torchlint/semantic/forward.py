@@ -39,6 +39,19 @@ _PARAMETER_FREE = frozenset(
 _MODULE_ONLY_METHODS = ("load_state_dict", "parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval")
 
 
+# Libraries whose `fit` trains no PyTorch model (scikit-learn's estimators and transformers,
+# apart from its pipelines and searches, which may wrap one; gradient boosting; statistics).
+_NOT_TORCH_ESTIMATORS = tuple(
+    f"{m}." for m in (
+        "sklearn.preprocessing", "sklearn.feature_extraction", "sklearn.decomposition", "sklearn.manifold",
+        "sklearn.cluster", "sklearn.neighbors", "sklearn.linear_model", "sklearn.svm", "sklearn.ensemble",
+        "sklearn.tree", "sklearn.naive_bayes", "sklearn.mixture", "sklearn.impute", "sklearn.random_projection",
+        "sklearn.discriminant_analysis", "sklearn.kernel_ridge", "sklearn.gaussian_process", "sklearn.isotonic",
+        "umap", "gensim", "statsmodels", "xgboost", "lightgbm", "catboost", "hmmlearn",
+    )
+)
+
+
 def called_module(call: cst.Call) -> cst.BaseExpression:
     """The module a forward pass runs: ``model`` in ``model(x)`` and ``model.forward(x)``."""
     func = call.func
@@ -137,7 +150,19 @@ class ForwardPasses:
             return any(self._function_trains(f) for f in callees)
         ws = self._callee_words(call)
         restores_mode = isinstance(call.func, cst.Attribute) and call.func.attr.value == TRAIN and len(call.args) <= 1
-        return bool(ws) and ws[0] in (TRAIN, "fit") and not restores_mode
+        if not (bool(ws) and ws[0] in (TRAIN, "fit") and not restores_mode):
+            return False
+        return not (isinstance(call.func, cst.Attribute) and self._built_by_other_library(call.func.value))
+
+    def _built_by_other_library(self, receiver: cst.BaseExpression) -> bool:
+        """An object every binding of which a library that trains no PyTorch model builds
+        (``LabelEncoder().fit_transform(...)``, a t-SNE's or a k-means' ``fit``)."""
+        if not isinstance(receiver, (cst.Name, cst.Attribute)):
+            return False
+        values = self.model.values(receiver)
+        return bool(values) and all(
+            isinstance(v, cst.Call) and (self.model.qualified_name(v.func) or "").startswith(_NOT_TORCH_ESTIMATORS) for v in values
+        )
 
     @cached_property
     def _backward_set(self) -> set[cst.Call]:

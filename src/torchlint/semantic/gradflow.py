@@ -76,7 +76,7 @@ class GradientFlow:
     def __init__(self, model: SemanticModel) -> None:
         self.model = model
         self._answers: dict[cst.Call, str] = {}
-        self._entered: set[cst.FunctionDef] = set()  # (``_follow``'s, for the walk under way)
+        self._entered: dict[cst.FunctionDef, set[cst.Call]] = {}  # (``_follow``'s, for the walk under way)
         self._start_functions: set[cst.FunctionDef] = set()
         self._escapes: dict[cst.Call, bool] = {}
         self._sites: dict[cst.FunctionDef, list[cst.Call] | None] = {}
@@ -144,10 +144,11 @@ class GradientFlow:
         seen: set[cst.CSTNode] = set()
         stack: list[cst.CSTNode] = [start]
         answer, returned, steps = NEVER, False, 0
-        # Functions of the file the value entered as an argument of a call already followed
-        # (``model(x, state)`` into ``forward``'s ``state``): what they return of it goes back
-        # to that call, not to their other callers (the pass's own function excepted).
-        self._entered: set[cst.FunctionDef] = set()
+        # Functions of the file the value entered as an argument, with the calls it entered
+        # through (``model(x, state)`` into ``forward``'s ``state``): what they return of it
+        # goes back to those calls, not to their other callers (the pass's own function
+        # excepted).
+        self._entered = {}
         self._start_functions = set(a for a in self.model.ancestors(start) if isinstance(a, cst.FunctionDef))
         while stack:
             node = stack.pop()
@@ -230,7 +231,7 @@ class GradientFlow:
         if isinstance(parent, cst.Return):
             function = self.model.enclosing_function(parent)
             if function in self._entered and function not in self._start_functions:
-                return []  # back to the call that passed the value in, followed already
+                return list(self._entered[function])  # back to the calls that passed the value in
             raise _Returned(self._returns_to(parent))
         if isinstance(parent, (cst.AssignTarget, cst.Decorator)):
             return []
@@ -246,7 +247,10 @@ class GradientFlow:
             return []
         if model.project_gives_no_graph(func):
             return []  # a helper of another file that ends it (`to_np(t)`: `t.detach().numpy()`)
-        found: list[cst.CSTNode] = [call]  # what a call returns may hold its arguments (`criterion(out, y)`)
+        # What a call returns may hold its arguments (`criterion(out, y)`); a function of the
+        # file gives back only what its `return`s give (followed from its parameter below).
+        functions = self._same_file_functions(call)
+        found: list[cst.CSTNode] = [] if functions else [call]
         # A method given the value may keep it (`outs.append(out)`, `buffer.push(out)`): its
         # receiver then holds it. A module, an optimizer, a loss... computes from it (`model.test(z)`).
         if isinstance(func, cst.Attribute) and model.kind(func.value) is None:
@@ -256,14 +260,14 @@ class GradientFlow:
             elif isinstance(receiver, cst.Attribute) and not self._module_attribute(receiver):
                 found += self._attribute_reads(receiver.attr.value)
         # A function of the file given the value: follow it into its parameter.
-        for function in self._same_file_functions(call):
+        for function in functions:
             param = _parameter_for(function, call, arg, method=isinstance(func, cst.Attribute))
             if param is None:
                 raise _Unknown  # `*args`, `**kwargs`: where it goes is not seen
             reads = model.binding_reads(param)
             if reads is None:
                 raise _Unknown
-            self._entered.add(function)
+            self._entered.setdefault(function, set()).add(call)
             found += reads
         return found
 
