@@ -2,7 +2,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.rule import Fix
+from torchlint.rule import Applicability, Fix
 from torchlint.torch_rule import TorchRule
 
 
@@ -30,8 +30,12 @@ class CompiledStateDict(TorchRule):
     ```
 
     ## Fix safety
-    The fix saves `compiled._orig_mod.state_dict()` and is safe: the tensors are the same,
-    only the key prefix is dropped, which is what loading into the uncompiled model needs.
+    The fix saves `compiled._orig_mod.state_dict()` and is unsafe: every reader of the saved
+    file must agree with the keys it drops, and the fix cannot see them all. A project that
+    loads its checkpoints back into a compiled model (resuming training, inference through
+    `torch.compile`) needs the prefixed keys, files saved before the fix keep them, and a
+    model compiled only on some paths (`if args.compile:`) has no `_orig_mod` on the others.
+    (Round 3 of the first-sight measurement: five safe fixes of five broke a program.)
 
     ## References
     - [`torch.compile`](https://pytorch.org/docs/stable/generated/torch.compile.html)
@@ -57,7 +61,7 @@ class CompiledStateDict(TorchRule):
             return
         name = self.context.module.code_for_node(holder)
         unwrapped = cst.Attribute(value=holder, attr=cst.Name("_orig_mod"))
-        fix = Fix(f"Save `{name}._orig_mod.state_dict()`", {holder: unwrapped})
+        fix = Fix(f"Save `{name}._orig_mod.state_dict()`", {holder: unwrapped}, Applicability.UNSAFE)
         self.report(saved, self.message.format(name=name), fix=fix)
 
 

@@ -29,6 +29,11 @@ CASES = {
     # A demonstration that reads the tensor's device after the discarded move.
     ("TL203", "bad_device_inspected"): UNSAFE,
     ("TL203", "bad_discarded"): SAFE,
+    # The compiled model's keys: loaders that resume into a compiled model are not all seen.
+    ("TL802", "bad_compiled"): UNSAFE,
+    ("TL802", "bad_in_checkpoint_dict"): UNSAFE,
+    # A running total of a model-derived expression, read only by a print: .detach() is safe.
+    ("TL301", "bad_eval_total_of_model_expression"): SAFE,
 }
 
 
