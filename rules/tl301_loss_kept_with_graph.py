@@ -239,7 +239,7 @@ class LossKeptWithGraph(TorchRule):
         training = self.semantic.training
         if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or not training.carries_grad(value) or training.detached(value):
             return
-        if not self._helper_returns_graph(value):
+        if not self._known_graph(value):
             return
         loop = self._iteration_loop(store)
         if loop is None or self._grad_off(store) or training.in_test(store) or self._reset_in(holder.value, loop, store):
@@ -258,36 +258,60 @@ class LossKeptWithGraph(TorchRule):
         fix = Fix(f"Add `{name}.detach()`", {value: cst.Call(func=cst.Attribute(value=term, attr=cst.Name("detach")))}, applicability)
         self.report(value, self.total_message.format(term=name), fix=fix)
 
-    def _helper_returns_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
-        """For a value that a function or method of the file gives (directly or through a name
-        bound to its call), whether what it returns carries a graph: every ``return`` of it
-        does (``return loss`` after ``backward()``, not ``return -norm(a - out.detach())``).
-        True for anything else (the training facts decided it)."""
-        if isinstance(value, cst.Name) and depth < 3:
+    def _known_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether ``value`` is known to carry a graph from the file's own code: it is built,
+        through tensor operations, from a forward pass of a known module (or a name bound to
+        one), or from a call of a function of the file every ``return`` of which does. What
+        is not seen (a parameter, a batch, another file's or library's function, a name never
+        bound) is not known to: a running float sum of `idf_val(...)` is no graph."""
+        from torchlint.semantic.gradflow import _DETACHING_ATTRIBUTES, _DETACHING_METHODS
+
+        if depth > 6:
+            return False
+        if isinstance(value, cst.Name):
             bindings = self.semantic.assignments(value)
-            if bindings and all(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in bindings):
-                return False  # a module or a function of another file or library
-            values = self.semantic.values(value)
-            return not values or any(self._helper_returns_graph(v, depth + 1) for v in values)
+            if not bindings or any(isinstance(b.node, (cst.Import, cst.ImportFrom, cst.Param)) for b in bindings):
+                return False
+            return any(self._known_graph(v, depth + 1) for v in self.semantic.values(value))
+        if isinstance(value, (cst.BinaryOperation,)):
+            return self._known_graph(value.left, depth + 1) or self._known_graph(value.right, depth + 1)
+        if isinstance(value, cst.UnaryOperation):
+            return self._known_graph(value.expression, depth + 1)
+        if isinstance(value, cst.Subscript):
+            return self._known_graph(value.value, depth + 1)
+        if isinstance(value, cst.Attribute):
+            return value.attr.value not in _DETACHING_ATTRIBUTES and self._known_graph(value.value, depth + 1)
         if not isinstance(value, cst.Call):
-            return True
+            return False
         func = value.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-        functions = self.semantic.functions.get(name, ()) if name else ()
-        if not functions:
-            # A call of something the file does not define: a model's forward pass, a torch
-            # operation or a loss function computes a tensor; another library's or another
-            # file's function (a log line built by `print_train_info(...)`) is not known to.
-            qname = self.semantic.qualified_name(func) or ""
-            return (
-                qname.startswith("torch.") or self.semantic.evaluation.known_forward(value)
-                or self.semantic.training.is_loss(value) or (isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Name))
-                or (isinstance(func, cst.Attribute) and self.semantic.kind(func.value) is not None)
-                or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and self._helper_returns_graph(func.value, depth + 1))
-            )
-        training = self.semantic.training
+        if self.semantic.evaluation.known_forward(value) or (
+            isinstance(func, (cst.Name, cst.Attribute)) and self.semantic.kind(func) is Kind.MODULE
+        ) or (isinstance(func, cst.Name) and self.semantic.param_given_modules(func)):
+            return True  # a forward pass of a module
+        if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and self._imported(func.value)):
+            if func.attr.value in _DETACHING_METHODS:
+                return False
+            functions = [f for f in self.semantic.functions.get(func.attr.value, ()) if self.semantic.enclosing_class(f) is not None]
+            if isinstance(func.value, cst.Name) and func.value.value == "self" and functions:
+                return self._returns_graph(functions, depth)
+            return self._known_graph(func.value, depth + 1)  # a tensor's method: what it runs on
+        if isinstance(func, cst.Name) and self.semantic.functions.get(func.value):
+            return self._returns_graph(self.semantic.functions[func.value], depth)
+        qname = self.semantic.qualified_name(func) or ""
+        if qname.startswith("torch.") or self.semantic.training.is_loss(value):
+            return any(self._known_graph(a.value, depth + 1) for a in value.args)
+        return False
+
+    def _imported(self, name: cst.Name) -> bool:
+        bindings = self.semantic.assignments(name)
+        return bool(bindings) and all(isinstance(b.node, (cst.Import, cst.ImportFrom)) for b in bindings)
+
+    def _returns_graph(self, functions, depth: int) -> bool:
         returns = [r.value for f in functions for r in _returns_of(f) if r.value is not None]
-        return bool(returns) and all(training.carries_grad(r) and not training.detached(r) for r in returns)
+        training = self.semantic.training
+        return bool(returns) and all(
+            training.carries_grad(r) and not training.detached(r) and self._known_graph(r, depth + 1) for r in returns
+        )
 
     def _check_output(self, value: cst.BaseExpression, holder: cst.BaseExpression, store: cst.CSTNode) -> None:
         """A model's output kept across the iterations of a training loop (``outputs.append(model(x))``)."""
