@@ -61,6 +61,16 @@ def test_mixing_origins_is_mixed_and_leaving_python_arithmetic_is_untraced():
         assert origins_of(lost) is None and describe(origins_of(lost)) == "untraced"
 
 
+def test_a_traced_type_made_by_library_code_works_and_is_untraced():
+    import statistics
+
+    loss = trained()
+    mean = statistics.mean([traced(0.5, frozenset({loss})), traced(0.25, frozenset({loss}))])
+    assert type(mean) is TracedFloat  # statistics makes its result as type(data)(value)
+    assert mean * 2 == 0.75 and origins_of(mean * 2) is None
+    assert TracedInt(4) + 1 == 5 and origins_of(TracedInt(4)) is None
+
+
 def test_other_number_types_answer_as_they_do_for_plain_numbers():
     numpy = pytest.importorskip("numpy")
     value = traced(0.5, frozenset({NO_GRAPH}))

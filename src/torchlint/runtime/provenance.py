@@ -36,9 +36,15 @@ NO_GRAPH = Origin(graph=False)
 
 
 class TracedFloat(float):
-    """A float from the user's `.item()`, with the origins of the tensors it was computed from."""
+    """A float from the user's `.item()`, with the origins of the tensors it was computed from.
+    Made as `type(x)(value)` (as `statistics.mean` makes its result), it has none."""
 
     __slots__ = ("origins",)
+
+    def __new__(cls, value: Any = 0.0, origins: frozenset[Origin] = frozenset()):
+        self = super().__new__(cls, value)
+        self.origins = origins
+        return self
 
     def __reduce__(self):  # pickles (and copies) as the plain float
         return (float, (float(self),))
@@ -46,6 +52,11 @@ class TracedFloat(float):
 
 class TracedInt(int):
     """An int from the user's `.item()` (a count of correct predictions), with its origins."""
+
+    def __new__(cls, value: Any = 0, origins: frozenset[Origin] = frozenset()):
+        self = super().__new__(cls, value)
+        self.origins = origins
+        return self
 
     def __reduce__(self):
         return (int, (int(self),))
@@ -61,18 +72,15 @@ def traced(value: Any, origins: frozenset[Origin]) -> Any:
     """`value` as a traced number, when it is a plain int or float."""
     kind = type(value)
     if kind is float:
-        result: Any = TracedFloat(value)
-    elif kind is int:
-        result = TracedInt(value)
-    else:
-        return value
-    result.origins = origins
-    return result
+        return TracedFloat(value, origins)
+    if kind is int:
+        return TracedInt(value, origins)
+    return value
 
 
 def origins_of(value: Any) -> frozenset[Origin] | None:
     """The origins a number carries, or None when it carries none (it cannot be traced)."""
-    return value.origins if isinstance(value, _TRACED) else None
+    return (value.origins or None) if isinstance(value, _TRACED) else None
 
 
 def _plain(value: Any) -> Any:
