@@ -444,7 +444,7 @@ class Recorder:
         self.plateau_calls: list[dict] = []
         self.derived: dict[int, tuple[weakref.ref, Origin]] = {}  # detached tensors: their origin
         # the optimizers that hold a module's parameters (TL301's age of a pass's graph)
-        self.watched = 0  # parameters watched so far: the cache below is stale when it grows
+        self.watched = 0  # (parameter, optimizer) pairs watched: the cache below is stale when it grows
         self.holders: dict[int, tuple[weakref.ref, int, frozenset[int]]] = {}
         # devices (TL201), saving (TL501), data
         self.cuda_requests = Sightings()
