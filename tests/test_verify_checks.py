@@ -106,8 +106,8 @@ def test_tl101():
     assert check.evidence == {"stale_steps": 8, "checked_steps": 8}
 
 
-def plateau(source, validation=True, metric=0.5):
-    return {"location": HERE, "metric": metric, "source": source, "validation": validation, "lr": [0.1]}
+def plateau(source, validation=True, metric=0.5, origins=()):
+    return {"location": HERE, "metric": metric, "source": source, "validation": validation, "lr": [0.1], "origins": list(origins)}
 
 
 def test_tl103():
@@ -118,6 +118,21 @@ def test_tl103():
     # The training loss is the only metric there is when no validation pass ran.
     assert verdict("TL103", facts(plateau=[plateau("training-loss", validation=False)])).status == PASS
     assert verdict("TL103", facts(plateau=[plateau("training-loss")] * 3)).locations == [HERE]
+
+
+def test_tl103_says_so_where_it_cannot_tell():
+    # The metric's trail was lost (float(), NumPy) or it mixes the training loss with others:
+    # no FAIL, whatever the values are.
+    for source in ("untraced", "mixed"):
+        check = verdict("TL103", facts(plateau=[plateau(source)] * 3))
+        assert check.status == NOT_EXERCISED and check.message.startswith("cannot tell where the metric of 3 of 3 calls came from")
+    check = verdict("TL103", facts(plateau=[plateau("other", origins=["no-graph"]), plateau("untraced")]))
+    assert check.status == PASS
+    assert "1 ReduceLROnPlateau.step() calls received a metric that is not the training loss" in check.message
+    assert "a tensor computed without gradients" in check.message and "cannot tell where the metric of 1 of 2 calls" in check.message
+    # one proven training loss is enough, traced or not the others
+    mixed = facts(plateau=[plateau("untraced"), plateau("training-loss")])
+    assert verdict("TL103", mixed).status == FAIL
 
 
 def test_tl201():

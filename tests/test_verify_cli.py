@@ -111,6 +111,20 @@ def test_an_exception_fails_runs_with_its_line(tmp_path):
     assert runs["locations"][0]["line"] == 3
 
 
+def test_a_syntax_error_shows_the_users_file_not_torchlints_frames(tmp_path):
+    # The child's stderr is the terminal's, so this runs the command line for real.
+    script = write(tmp_path / "broken.py", "import torch\nx = (1,\ny = 2\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "torchlint", "verify", "--device", "cpu", "--output-format", "json", str(script)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.splitlines() == [f'  File "{script}", line 2', "    x = (1,", "        ^", "SyntaxError: '(' was never closed"]
+    runs = json.loads(run.stdout)["checks"][0]
+    assert runs["status"] == "FAIL" and runs["message"].startswith("raised SyntaxError: '(' was never closed")
+    assert [(loc["line"], loc["code"]) for loc in runs["locations"]] == [(2, "x = (1,")]
+
+
 def test_exit_status_of_the_script(tmp_path):
     script = write(tmp_path / "quit.py", "import sys\nsys.exit(3)\n")
     result = verify("--output-format", "json", str(script))

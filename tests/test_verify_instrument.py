@@ -303,3 +303,282 @@ def test_a_kept_loss_does_not_pile_up_but_a_list_of_outputs_does():
     leaks = recorder.facts()["graphs"]["leaks"]
     assert leaks["count"] > 0
     assert leaks["sites"][0]["location"]["code"] == "outputs.append(output)"
+
+
+# -- TL103: which value reached ReduceLROnPlateau.step(), by provenance ------------------------
+
+
+def zero_task():
+    """A model that fits its targets exactly from the start: every loss is exactly 0.0."""
+    model = nn.Linear(4, 1, bias=False)
+    nn.init.zeros_(model.weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, optimizer, torch.randn(8, 4), torch.zeros(8, 1)
+
+
+def plateau_sources(make_metrics) -> list[tuple[str, list[str]]]:
+    """Train `zero_task` for two epochs, each with a validation pass; `make_metrics(loss,
+    val_loss, val_tensor)` gives the metrics stepped after the epoch (all losses are 0.0)."""
+    with recording() as recorder:
+        model, optimizer, x, y = zero_task()
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        for _ in range(2):
+            model.train()
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                val_tensor = nn.functional.mse_loss(model(x + 1), y)
+            for metric in make_metrics(loss, val_tensor.item(), val_tensor):
+                scheduler.step(metric)
+    return [(call["source"], call["origins"]) for call in recorder.facts()["plateau"]]
+
+
+def test_equal_values_are_told_apart_by_where_they_came_from():
+    sources = plateau_sources(lambda loss, val_loss, val_tensor: [loss.item(), val_loss, val_tensor])
+    assert sources[:3] == [("training-loss", []), ("other", ["no-graph"]), ("other", ["no-graph"])]
+
+
+@pytest.mark.parametrize(
+    "training_value",
+    [
+        lambda loss: loss.item(),
+        lambda loss: loss.detach().item(),
+        lambda loss: loss.data.item(),
+        lambda loss: loss.cpu().clone().item(),
+        lambda loss: (loss.item() * 8 + 0.0) / 8,  # a running, sample-weighted mean
+        lambda loss: sum([loss.item(), loss.item()]) / 2,
+        lambda loss: round(loss.item(), 4),
+        lambda loss: loss,  # the tensor itself
+        lambda loss: loss.detach(),
+    ],
+)
+def test_the_training_loss_is_followed_through_detach_item_and_arithmetic(training_value):
+    sources = plateau_sources(lambda loss, val_loss, val_tensor: [training_value(loss)])
+    assert sources[0][0] == "training-loss"
+
+
+def test_a_term_of_the_loss_and_an_item_taken_before_backward_are_the_training_loss():
+    with recording() as recorder:
+        model, optimizer, x, y = zero_task()
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        for _ in range(2):
+            optimizer.zero_grad()
+            data_term = nn.functional.mse_loss(model(x), y)
+            early = data_term.item()  # read before the backward that makes it the training loss
+            (data_term + 0.01 * model.weight.pow(2).sum()).backward()
+            optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                model(x)
+            model.train()
+            scheduler.step(early)
+    assert {call["source"] for call in recorder.facts()["plateau"]} == {"training-loss"}
+
+
+def test_a_loss_the_model_returns_is_the_training_loss():
+    class WithLoss(nn.Module):  # as Hugging Face models return `outputs.loss`
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 1)
+
+        def forward(self, x, y):
+            return {"loss": nn.functional.mse_loss(self.fc(x), y), "logits": self.fc(x)}
+
+    with recording() as recorder:
+        model = WithLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        outputs = model(x, y)
+        outputs["loss"].backward()
+        optimizer.step()
+        with torch.no_grad():
+            model(x, y)
+        scheduler.step(outputs["loss"].item())
+    assert [call["source"] for call in recorder.facts()["plateau"]] == ["training-loss"]
+
+
+def test_a_validation_loss_with_a_graph_is_not_the_training_loss():
+    with recording() as recorder:
+        model, optimizer, x, y = zero_task()
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        val_loss = nn.functional.mse_loss(model(x + 1), y)  # gradients on, no backward
+        scheduler.step(val_loss.item())
+    assert [(c["source"], c["origins"]) for c in recorder.facts()["plateau"]] == [("other", ["graph"])]
+
+
+def test_where_the_trail_is_lost_the_source_is_untraced_or_mixed():
+    import statistics
+
+    sources = plateau_sources(
+        lambda loss, val_loss, val_tensor: [
+            float(loss),  # float() of a tensor makes a plain float
+            statistics.fmean([loss.item()]),
+            loss.item() + val_loss,
+        ]
+    )
+    assert [source for source, _ in sources[:3]] == ["untraced", "untraced", "mixed"]
+
+
+def test_traced_numbers_save_as_plain_numbers(tmp_path):
+    with recording():
+        model, optimizer, x, y = zero_task()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        checkpoint = {"weights": model.state_dict(), "loss": loss.item(), "history": [loss.item() / 2]}
+        torch.save(checkpoint, tmp_path / "checkpoint.pt")
+    loaded = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert type(loaded["loss"]) is float and type(loaded["history"][0]) is float
+    assert type(checkpoint["loss"]) is not float  # the user's own dict is left as it was
+
+
+def test_library_code_gets_plain_numbers_from_item():
+    with recording():
+        values = [torch.tensor(0.5).item()]  # the user's: traced
+        formatted = f"{torch.tensor(0.25):.2f}"  # Tensor.__format__ calls .item() itself
+    assert type(values[0]) is not float and formatted == "0.25"
+
+
+# -- TL301: every graph kept alive, whether or not a backward used it ------------------------
+
+
+def test_validation_losses_kept_with_their_graphs_pile_up():
+    val_losses = []
+    with recording() as recorder:
+        model, optimizer, x, y = tiny()
+        for _ in range(8):
+            for _ in range(2):
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            val_losses.append(nn.functional.mse_loss(model(x + 1), y))  # gradients on, never backward
+            model.train()
+    leaks = recorder.facts()["graphs"]["leaks"]
+    assert leaks["count"] > 0
+    assert leaks["sites"][0]["location"]["code"].startswith("val_losses.append(")
+
+
+def test_the_last_validation_loss_kept_does_not_pile_up():
+    with recording() as recorder:
+        model, optimizer, x, y = tiny()
+        for _ in range(8):
+            for _ in range(2):
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            val_loss = nn.functional.mse_loss(model(x + 1), y)  # replaced each epoch
+    assert val_loss.grad_fn is not None
+    assert recorder.facts()["graphs"]["leaks"]["count"] == 0
+
+
+# -- TL401 / TL107: what depends on the mode, beyond PyTorch's layers -------------------------
+
+
+class FunctionalDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return nn.functional.dropout(self.fc(x), p=0.5, training=self.training)
+
+
+class TrainingBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.fc(x)
+        if self.training:
+            x = x + torch.randn_like(x)
+        return x
+
+
+class FunctionalBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("mean", torch.zeros(4))
+        self.register_buffer("var", torch.ones(4))
+
+    def forward(self, x):
+        return nn.functional.batch_norm(self.fc(x), self.mean, self.var, training=self.training)
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.attention = nn.TransformerEncoderLayer(4, 1, dim_feedforward=8, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(self.fc(x).unsqueeze(1)).squeeze(1)
+
+
+def inference_facts(model: nn.Module, *, evaluate: bool) -> dict:
+    with recording() as recorder:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(8, 4)
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+        if evaluate:
+            model.eval()
+        with torch.no_grad():
+            model(x)
+    return recorder.facts()["passes"]
+
+
+@pytest.mark.parametrize(
+    ("make", "seen"),
+    [
+        (FunctionalDropout, "code that reads FunctionalDropout.training"),
+        (TrainingBranch, "code that reads TrainingBranch.training"),
+        (FunctionalBatchNorm, "code that reads FunctionalBatchNorm.training"),
+    ],
+)
+def test_functional_dropout_batch_norm_and_training_branches_make_the_mode_matter(make, seen):
+    torch.manual_seed(0)
+    passes = inference_facts(make(), evaluate=False)
+    assert passes["inference_in_train_mode"]["count"] == 1
+    assert passes["inference_in_train_mode"]["sites"][0]["layers"] == [seen]
+    passes = inference_facts(make(), evaluate=True)
+    assert passes["inference_in_train_mode"]["count"] == 0 and passes["inference_layers"] == [seen]
+
+
+def test_pytorchs_own_reads_of_the_flag_are_not_the_users_mode_dependent_code():
+    # A Transformer layer reads `training` to choose its fast path; with dropout 0 its result
+    # does not depend on the mode.
+    torch.manual_seed(0)
+    passes = inference_facts(Plain(), evaluate=False)
+    assert passes["inference"] == 1 and passes["inference_layers"] == []
+
+
+def test_a_training_pass_in_eval_mode_through_a_training_branch_is_tl107():
+    with recording() as recorder:
+        model = TrainingBranch()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        model.eval()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+    assert recorder.facts()["passes"]["training_in_eval_mode"]["count"] == 1
+
+
+def test_the_descriptors_are_removed_when_the_run_ends():
+    with recording():
+        assert "training" in nn.Module.__dict__ and "data" in torch.Tensor.__dict__
+        scripted = torch.jit.script(TrainingBranch())
+        scripted.eval()
+        assert scripted.training is False
+    assert "training" not in nn.Module.__dict__ and "data" not in torch.Tensor.__dict__
+    module = TrainingBranch()
+    assert module.training is True and module.eval().training is False
+    assert type(torch.tensor(0.5).item()) is float

@@ -11,8 +11,11 @@ bug is fixed:
 
 Exactly that check fails on the buggy script; on its fixed version that check PASSes (it is
 exercised) and nothing fails. Switching the check off (`TORCHLINT_VERIFY_DISABLE`) lets the
-buggy script pass: no other check catches its bug. Every script runs once per session; the
-runs go two at a time.
+buggy script pass: no other check catches its bug. A bug that is two rules' at once (a
+validation loss computed with gradients on and kept across epochs: TL402 and TL301) names
+both (`# verify: FAIL TL301 TL402`): exactly those fail, each one catches it on its own (with
+the other switched off, the one left still fails), and with both off nothing fails. Every
+script runs once per session; the runs go two at a time.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ CORRECT = sorted((SCRIPTS / "correct").glob("*.py"))
 BUGGY = sorted((SCRIPTS / "buggy").glob("*.py"))
 # Four batches per DataLoader pass keep every run short but still reach evaluation and saving.
 LIMIT = 4
-HEADER = re.compile(r"^# verify: FAIL (?P<check>\S+)\n# fixed-by: (?P<fixed>.+)\n")
+HEADER = re.compile(r"^# verify: FAIL (?P<checks>\S+(?: \S+)*)\n# fixed-by: (?P<fixed>.+)\n")
 
 
 def run(script: Path, device: str = "cpu"):
@@ -53,10 +56,10 @@ def statuses(result) -> dict[str, str]:
     return {check.check: check.status for check in result.checks}
 
 
-def header(script: Path) -> tuple[str, str]:
+def header(script: Path) -> tuple[set[str], str]:
     match = HEADER.match(script.read_text())
-    assert match, f"{script.name}: the header must name the failing check and the fix"
-    return match["check"], match["fixed"].strip()
+    assert match, f"{script.name}: the header must name the failing checks and the fix"
+    return set(match["checks"].split()), match["fixed"].strip()
 
 
 _results: dict[str, dict[Path, object]] = {}
@@ -77,8 +80,8 @@ def result_of(script: Path, device: str = "cpu"):
 def test_corpus_size_and_headers():
     assert len(CORRECT) >= 30 and len(BUGGY) >= 15
     for script in BUGGY:
-        check, fixed = header(script)
-        assert check in CHECKS, script.name
+        checks, fixed = header(script)
+        assert checks <= set(CHECKS), script.name
         assert fixed == "torchlint --fix" or (SCRIPTS / fixed).is_file(), script.name
 
 
@@ -92,31 +95,35 @@ def test_correct_script_has_no_failure(script):
 
 @pytest.mark.parametrize("script", BUGGY, ids=lambda p: p.name)
 def test_buggy_script_fails_exactly_its_check(script):
-    check, _ = header(script)
+    checks, _ = header(script)
     result = result_of(script)
     failed = {name for name, status in statuses(result).items() if status == FAIL}
-    assert failed == {check}, [c.to_json() for c in result.checks if c.status == FAIL]
-    failure = next(c for c in result.checks if c.check == check)
-    assert failure.locations, "a failure points at the user's line"
-    assert all(Path(loc["file"]).name == script.name for loc in failure.locations)
+    assert failed == checks, [c.to_json() for c in result.checks if c.status == FAIL]
+    for failure in (c for c in result.checks if c.check in checks):
+        assert failure.locations, "a failure points at the user's line"
+        assert all(Path(loc["file"]).name == script.name for loc in failure.locations)
 
 
 @pytest.mark.parametrize("script", BUGGY, ids=lambda p: p.name)
 def test_switching_the_check_off_lets_the_buggy_script_pass(script):
     # The verdicts are made in the parent from the child's facts: switching a check off there
     # is what TORCHLINT_VERIFY_DISABLE does, without running the script again.
-    check, _ = header(script)
-    verdicts = {c.check: c.status for c in evaluate(result_of(script).facts, disabled={check})}
-    assert verdicts[check] == NOT_EXERCISED
+    checks, _ = header(script)
+    verdicts = {c.check: c.status for c in evaluate(result_of(script).facts, disabled=checks)}
+    assert {verdicts[check] for check in checks} == {NOT_EXERCISED}
     assert FAIL not in verdicts.values(), verdicts
+    for check in checks:  # each of a bug's checks catches it on its own
+        verdicts = {c.check: c.status for c in evaluate(result_of(script).facts, disabled={check})}
+        assert {name for name, status in verdicts.items() if status == FAIL} == checks - {check}, verdicts
 
 
 @pytest.mark.parametrize("script", [s for s in BUGGY if header(s)[1] != "torchlint --fix"], ids=lambda p: p.name)
 def test_fixed_twin_passes_the_check(script):
-    check, fixed = header(script)
+    checks, fixed = header(script)
     result = result_of(SCRIPTS / fixed)
     # exercised and not failed (the checkpoint dict's NumPy extras are a TL501 WARN)
-    assert statuses(result)[check] in (PASS, WARN), [c.to_json() for c in result.checks if c.check == check]
+    for check in checks:
+        assert statuses(result)[check] in (PASS, WARN), [c.to_json() for c in result.checks if c.check == check]
     assert not result.failed
 
 
@@ -138,19 +145,19 @@ STATICALLY_FIXED = [s for s in BUGGY if header(s)[1] == "torchlint --fix"]
 @pytest.mark.parametrize("script", STATICALLY_FIXED, ids=lambda p: p.name)
 def test_statically_fixed_script_holds_only_its_rules_anti_pattern(script):
     findings = json.loads(lint("--output-format", "json", str(script)).stdout)
-    assert {finding["code"] for finding in findings} == {header(script)[0]}
+    assert {finding["code"] for finding in findings} == header(script)[0]
 
 
 @pytest.mark.parametrize("script", STATICALLY_FIXED, ids=lambda p: p.name)
 def test_statically_fixed_script_passes_every_check(script, tmp_path):
-    check, _ = header(script)
+    checks, _ = header(script)
     fixed = tmp_path / script.name
     shutil.copy(script, fixed)
     fix = lint("--fix", "--unsafe-fixes", str(fixed))
     assert fixed.read_text() != script.read_text(), fix.stdout + fix.stderr
     result = run(fixed)
     found = statuses(result)
-    assert found[check] == PASS, [c.to_json() for c in result.checks if c.check == check]
+    assert {found[check] for check in checks} == {PASS}, [c.to_json() for c in result.checks if c.check in checks]
     assert FAIL not in found.values() and WARN not in found.values(), found
 
 
@@ -173,17 +180,17 @@ def test_correct_script_has_no_failure_on_cuda(script):
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("script", BUGGY, ids=lambda p: p.name)
 def test_buggy_script_fails_exactly_its_check_on_cuda(script):
-    check, _ = header(script)
+    checks, _ = header(script)
     failed = {name for name, status in statuses(result_of(script, device="cuda")).items() if status == FAIL}
     # With CUDA visible the hardcoded-CUDA script runs fine: only --device cpu can prove TL201.
-    assert failed == (set() if check == "TL201" else {check}), failed
+    assert failed == checks - {"TL201"}, failed
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("script", STATICALLY_FIXED, ids=lambda p: p.name)
 def test_paired_scripts_on_cuda(script, tmp_path):
-    check, _ = header(script)
+    checks, _ = header(script)
     fixed = tmp_path / script.name
     shutil.copy(script, fixed)
     lint("--fix", "--unsafe-fixes", str(fixed))
@@ -191,7 +198,7 @@ def test_paired_scripts_on_cuda(script, tmp_path):
         assert not run(fixed, device=device).failed, device
     bad = run(script, device="cuda")
     # With CUDA visible the hardcoded-CUDA script runs fine: only --device cpu can prove TL201.
-    assert statuses(bad)[check] == (NOT_EXERCISED if check == "TL201" else FAIL)
+    assert {statuses(bad)[check] for check in checks} == {NOT_EXERCISED if check == "TL201" else FAIL for check in checks}
 
 
 @pytest.mark.parametrize("script", [*CORRECT, *BUGGY], ids=lambda p: f"{p.parent.name}/{p.name}")

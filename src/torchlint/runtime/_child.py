@@ -20,6 +20,9 @@ import time
 import traceback
 from pathlib import Path
 
+from torchlint.runtime.locations import location
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 class VerifierTimeout(BaseException):
     """Raised in the script when the parent's `--timeout` expires (it sends SIGTERM)."""
@@ -106,21 +109,39 @@ def _run_script(script: str, args: list[str], user, recorder) -> dict:
 
 
 def _forget(error: BaseException, user) -> dict | None:
-    """Where the user's code was, then drop the frames so their tensors and graphs can die."""
+    """Where the user's code was, then drop the frames so their tensors and graphs can die. A
+    syntax error in a user file has no frame there: its place is the error's own file and line."""
     where = user.in_traceback(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.filename and error.lineno and user.is_user_file(error.filename):
+        where = location(error.filename, error.lineno)
     traceback.clear_frames(error.__traceback__)
     error.__traceback__ = None
     return where
 
 
 def _print_user_traceback(error: BaseException, script: str) -> None:
-    """Print the traceback as `python SCRIPT` would: starting at the script, not at runpy."""
+    """Print the traceback as `python SCRIPT` would: starting at the script, not at runpy. An
+    error raised before the script ran a line (a syntax error in it, found while runpy compiled
+    it) has no frame of the user's: it prints as Python prints it, the file, line, caret and
+    message, without torchlint's or runpy's frames."""
     script_path = os.path.realpath(script)
     tb = error.__traceback__
     while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != script_path:
         tb = tb.tb_next
-    traceback.print_exception(type(error), error, tb or error.__traceback__)
+    if tb is None:
+        tb = error.__traceback__
+        while tb is not None and _is_launch_frame(tb.tb_frame.f_code.co_filename):
+            tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb)
     sys.stderr.flush()
+
+
+def _is_launch_frame(filename: str) -> bool:
+    """A frame of what starts the script: this package, or runpy (frozen or not)."""
+    if filename.startswith("<frozen"):
+        return True
+    path = os.path.realpath(filename)
+    return path.startswith(_OWN_DIR + os.sep) or path == os.path.realpath(runpy.__file__)
 
 
 def _write(path: Path, facts: dict) -> None:

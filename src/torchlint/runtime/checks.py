@@ -224,7 +224,13 @@ def check_tl101(facts: dict) -> CheckResult:
 # -- TL103 ----------------------------------------------------------------------------------
 
 
+_ORIGIN_WORDS = {"graph": "a graph no backward ran on", "no-graph": "a tensor computed without gradients"}
+
+
 def check_tl103(facts: dict) -> CheckResult:
+    """Which value reached `ReduceLROnPlateau.step()`, by provenance: the object passed,
+    followed back to the tensors that made it. FAIL only when it is, all of it, a loss a
+    backward ran on (and a validation pass ran); where the trail is lost, say so."""
     calls = facts.get("plateau", [])
     if not calls:
         return CheckResult("TL103", NOT_EXERCISED, "ReduceLROnPlateau.step() was not called")
@@ -240,11 +246,27 @@ def check_tl103(facts: dict) -> CheckResult:
             "TL103",
             FAIL,
             f"ReduceLROnPlateau.step() received the training loss in {len(training)} of {len(calls)} calls "
-            "while a validation pass ran in the same epoch",
+            "while a validation pass ran in the same epoch (the value passed was computed from the loss backward ran on)",
             _distinct(c["location"] for c in training),
             evidence,
         )
-    return CheckResult("TL103", PASS, f"{len(calls)} ReduceLROnPlateau.step() calls received a metric", [], evidence)
+    unknown = [c for c in calls if c["source"] in ("untraced", "mixed")]
+    cannot_tell = (
+        f"cannot tell where the metric of {len(unknown)} of {len(calls)} calls came from "
+        "(it left Python arithmetic on `.item()` values: float(), NumPy, statistics; or it mixes the training loss with other values)"
+    )
+    if len(unknown) == len(calls):
+        return CheckResult("TL103", NOT_EXERCISED, cannot_tell, _distinct(c["location"] for c in unknown), evidence)
+    kinds = sorted({kind for c in calls if c["source"] == "other" for kind in c.get("origins", [])})
+    judged = len(calls) - len(unknown)
+    message = f"{judged} ReduceLROnPlateau.step() calls received a metric that is not the training loss"
+    if kinds:
+        message += f" (it came from {' and '.join(_ORIGIN_WORDS.get(kind, kind) for kind in kinds)})"
+    elif any(c["source"] == "training-loss" for c in calls):
+        message += "; the training loss, where no validation pass ran, is the only metric there is"
+    if unknown:
+        message += f"; {cannot_tell}"
+    return CheckResult("TL103", PASS, message, [], evidence)
 
 
 # -- TL201 ----------------------------------------------------------------------------------
@@ -292,7 +314,7 @@ def check_tl301(facts: dict) -> CheckResult:
             _sites(graphs["leaks"]),
             {"most_alive": graphs["most_alive"], "oldest_steps": graphs["oldest"]},
         )
-    return CheckResult("TL301", PASS, f"no loss graph outlived its iteration ({graphs['clock']} steps)")
+    return CheckResult("TL301", PASS, f"no graph of a loss or a model output outlived its iteration ({graphs['clock']} steps)")
 
 
 # -- TL401 / TL402 / TL107 -------------------------------------------------------------------
@@ -308,12 +330,18 @@ def check_tl401(facts: dict) -> CheckResult:
         return CheckResult(
             "TL401",
             FAIL,
-            f"{bad['count']} of {passes['inference']} inference passes ran {', '.join(layers)} in training mode",
+            f"{bad['count']} of {passes['inference']} inference passes ran in training mode through what depends on the mode: "
+            f"{', '.join(layers)}",
             _sites(bad),
             {"passes": bad["count"], "layers": layers},
         )
     if not passes["inference_layers"]:
-        return CheckResult("TL401", PASS, f"{passes['inference']} inference passes; no dropout or batch norm ran, so the mode does not matter")
+        return CheckResult(
+            "TL401",
+            PASS,
+            f"{passes['inference']} inference passes; nothing that depends on the mode ran (no dropout or batch norm, "
+            "functional or not, and no read of a module's `training` flag), so the mode does not matter",
+        )
     return CheckResult("TL401", PASS, f"{passes['inference']} inference passes ran in eval mode")
 
 

@@ -12,12 +12,21 @@ facts into verdicts in the parent. Mechanisms, all public torch APIs:
   `grad_fn`), "inference" when its graph dies without one, or when it builds no graph. Outputs
   are walked as `torch.utils._pytree` walks them (plus dataclasses). Forward passes that run
   inside a backward (checkpoint recomputation) are not passes of their own, and passes that
-  library code makes (`swa_utils.update_bn`) are not the user's inference;
+  library code makes (`swa_utils.update_bn`) are not the user's inference. What runs
+  differently by mode: PyTorch's dropout, batch-norm, RNN and attention layers (by type),
+  and any read of a user module's `training` flag, which is how its own code asks for the mode
+  (`F.dropout(x, p, training=self.training)`, `F.batch_norm(..., training=self.training)`,
+  `if self.training:`): `nn.Module.training` is a data descriptor while the run lasts;
 - graphs kept alive: a weak-referenceable marker in the `grad_fn.metadata` of each loss and
-  each training pass's output lives exactly as long as the graph (tracemalloc cannot see
-  tensor memory); graphs of past steps piling up, in steps of the optimizer they trained, is
-  a leak, and the user's variable that holds them names the line that keeps them;
-- `ReduceLROnPlateau.step`, `torch.save`, `Module.state_dict`, `DataLoader.__iter__` are wrapped.
+  each pass's output (from its forward on, whether or not a backward uses it) lives exactly
+  as long as the graph (tracemalloc cannot see tensor memory); graphs of past steps piling up,
+  in steps of the optimizer they trained, is a leak, and the user's variable that holds them
+  names the line that keeps them;
+- where values come from (TL103, `provenance.py`): each tensor's origin lives in its
+  `grad_fn.metadata` (or, detached, in a map by identity); a backward marks its loss's origin
+  trained; the user's `.item()` returns numbers that carry their origins through arithmetic;
+- `ReduceLROnPlateau.step`, `torch.save`, `Module.state_dict`, `DataLoader.__iter__`,
+  `Tensor.item`/`detach`/`cpu`/`to`/`clone`/`data` are wrapped.
 
 Facts are published to the parent as the run goes (`publish`), so that a crash still leaves
 the evidence gathered until then.
@@ -56,7 +65,9 @@ from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook, 
 from torch.utils import _pytree as pytree
 from torch.utils.data import DataLoader
 
+from torchlint.runtime import provenance
 from torchlint.runtime.locations import UserCode, location
+from torchlint.runtime.provenance import NO_GRAPH, Origin
 
 # A graph still alive this many steps (of the optimizers its backward reached) after that
 # backward is old. One step is normal: `prev = loss` for logging, the generator loss of a GAN.
@@ -73,6 +84,14 @@ MISSING = object()
 _MODULE_CALL_FILE = str(Path("torch", "nn", "modules", "module.py"))
 _OWN_DIR = str(Path(__file__).resolve().parent.parent)
 _CUDA_API_DIR = os.path.join("torch", "cuda", "")
+# The nodes of a loss's graph marked as the training loss at its backward: the loss and what
+# it was computed from, down to the model outputs (passes), at most this many.
+LOSS_REGION_NODES = 64
+# Tensors detached from a graph (`loss.detach()`, `.data`) whose origin is remembered at most.
+MAX_DERIVED = 4096
+_ABSENT = object()
+_detach = torch._C.TensorBase.detach  # PyTorch's own, not the wrapper that follows origins
+_compiling = torch.compiler.is_compiling
 
 
 class Sightings:
@@ -152,24 +171,24 @@ class PassInfo:
         "location",
         "backward",
         "backwards_before",
-        "samples",
         "by_library",
         "marker",
+        "graph",
     )
 
-    def __init__(self, module: nn.Module, samples: int | None, by_library: bool) -> None:
+    def __init__(self, module: nn.Module, by_library: bool) -> None:
         self.module = type(module).__name__
         self.module_id = id(module)
-        self.training = module.training
+        self.training = _mode(module)
         self.grad = torch.is_grad_enabled()
         self.train_layers: set[str] = set()
         self.eval_layers: set[str] = set()
         self.location: dict | None = None
         self.backward = False  # a backward reached its output
         self.backwards_before = 0  # backward() calls made before it
-        self.samples = samples  # the batch size: the first dimension of its first input tensor
         self.by_library = by_library  # library code, not the user's, called the module
         self.marker: weakref.ref | None = None  # the marker in its output's graph
+        self.graph: GraphRecord | None = None  # that graph, while TL301 follows it
 
 
 class GraphRecord:
@@ -190,14 +209,75 @@ class _GraphMarker:
 
 
 def _mode_dependent(module: nn.Module) -> bool:
-    """Does this layer compute something different in training and in eval mode?"""
+    """Does this layer of PyTorch's compute something different in training and in eval mode?"""
     if isinstance(module, _DropoutNd):
         return module.p > 0
     if isinstance(module, _NormBase):
         return module.track_running_stats
-    if isinstance(module, nn.RNNBase):
+    if isinstance(module, (nn.RNNBase, nn.MultiheadAttention)):
         return module.dropout > 0
     return False
+
+
+def _judged_by_type(module: nn.Module) -> bool:
+    """A layer `_mode_dependent` judges, or another of PyTorch's own: its reads of `training`
+    are not the user's mode-dependent code (a Transformer layer reads it to choose a fast path)."""
+    return isinstance(module, (_DropoutNd, _NormBase, nn.RNNBase, _Loss)) or type(module).__module__.startswith("torch.")
+
+
+def _mode(module: nn.Module) -> bool:
+    """The module's training flag, read without being seen as the module's own read."""
+    return module.__dict__.get("training", True)
+
+
+class _ModeFlag:
+    """`nn.Module.training` as a data descriptor (not a `property`, which TorchScript would try
+    to compile): the flag stays in the instance's `__dict__`, and each read is reported, so a
+    module whose own code branches on `self.training` is seen to depend on its mode."""
+
+    def __init__(self, on_read: Callable[[nn.Module, bool], None]) -> None:
+        self.on_read = on_read
+
+    def __get__(self, module, owner=None):
+        if module is None:
+            return self
+        try:
+            value = module.__dict__["training"]
+        except KeyError:
+            raise AttributeError("training") from None
+        self.on_read(module, value)
+        return value
+
+    def __set__(self, module, value) -> None:
+        module.__dict__["training"] = value
+
+    def __delete__(self, module) -> None:
+        # A TorchScript module deletes its own flag, to read the C++ module's through __getattr__.
+        try:
+            del module.__dict__["training"]
+        except KeyError:
+            raise AttributeError("training") from None
+
+
+class _Data:
+    """`Tensor.data`, passing reads through and remembering which tensor the result came from."""
+
+    def __init__(self, original, follow: Callable[[Any, torch.Tensor], None]) -> None:
+        self.original = original
+        self.follow = follow
+
+    def __get__(self, tensor, owner=None):
+        if tensor is None:
+            return self
+        result = self.original.__get__(tensor, owner)
+        self.follow(result, tensor)
+        return result
+
+    def __set__(self, tensor, value) -> None:
+        self.original.__set__(tensor, value)
+
+    def __delete__(self, tensor) -> None:
+        self.original.__delete__(tensor)
 
 
 def _is_cuda(device: Any) -> bool:
@@ -239,11 +319,6 @@ def _graph_nodes(output: Any, limit: int = 8) -> list:
             if len(nodes) >= limit:
                 break
     return nodes
-
-
-def _batch_size(args: Any) -> int | None:
-    tensor = next(_tensors(args), None)
-    return int(tensor.shape[0]) if tensor is not None and tensor.dim() else None
 
 
 def _in_backward() -> bool:
@@ -364,11 +439,13 @@ class Recorder:
         self.inference_in_train_mode = Sightings()
         self.inference_with_grad = Sightings()
         self.training_in_eval_mode = Sightings()
-        # ReduceLROnPlateau (TL103): what happened since its last step
-        self.losses_since_plateau: list[tuple[float, int | None]] = []  # (loss value, samples)
+        # ReduceLROnPlateau (TL103): the passes since its last step, and where values came from
         self.passes_since_plateau: dict[int, tuple[weakref.ref, list[PassInfo]]] = {}
-        self.loaders_since_plateau: set[tuple[int, int | None]] = set()  # (len(loader), len(dataset))
         self.plateau_calls: list[dict] = []
+        self.derived: dict[int, tuple[weakref.ref, Origin]] = {}  # detached tensors: their origin
+        # the optimizers that hold a module's parameters (TL301's age of a pass's graph)
+        self.watched = 0  # (parameter, optimizer) pairs watched: the cache below is stale when it grows
+        self.holders: dict[int, tuple[weakref.ref, int, frozenset[int]]] = {}
         # devices (TL201), saving (TL501), data
         self.cuda_requests = Sightings()
         self.saves: list[dict] = []
@@ -395,6 +472,15 @@ class Recorder:
         torch.save = torch.serialization.save
         self._wrap(nn.Module, "state_dict", self._wrap_state_dict)
         self._wrap(DataLoader, "__iter__", self._wrap_loader_iter)
+        # TL103: where the values that reach ReduceLROnPlateau.step() came from
+        self._wrap(torch.Tensor, "item", self._wrap_item)
+        for name in ("detach", "cpu", "to", "clone"):
+            self._wrap(torch.Tensor, name, self._wrap_derive)
+        self._override(torch.Tensor, "data", _Data(torch._C.TensorBase.data, self._follow))
+        provenance.register_with_yaml()
+        # TL401 / TL107: mode-dependent code beyond PyTorch's layers (`F.dropout(x, p,
+        # training=self.training)`, `if self.training:`) reads the module's flag
+        self._override(nn.Module, "training", _ModeFlag(self._on_mode_read))
         if self.limit_batches is not None:
             self._wrap(DataLoader, "__len__", self._wrap_loader_len)
         if self.cuda_hidden:
@@ -407,6 +493,11 @@ class Recorder:
         wrapper = functools.wraps(original)(make_wrapper(original))
         self.restore.append((owner, name, original))
         setattr(owner, name, wrapper)
+
+    def _override(self, owner: type, name: str, descriptor: object) -> None:
+        """Put a descriptor on a class; `finish` puts back what was there (or nothing)."""
+        self.restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
+        setattr(owner, name, descriptor)
 
     # -- optimizers and gradients (TL101, learns) --------------------------------------------
 
@@ -425,7 +516,9 @@ class Recorder:
                     state = self.params[id(param)] = ParamState(param)
                     if param.requires_grad:
                         param.register_hook(functools.partial(self._on_gradient, state))
-                state.optimizers.add(index)
+                if index not in state.optimizers:
+                    state.optimizers.add(index)
+                    self.watched += 1
 
     def _wrap_add_param_group(self, original):
         def add_param_group(optimizer, param_group):
@@ -528,6 +621,8 @@ class Recorder:
             value = self._loss_value(loss)
             self._look_for_pile()
             marker = self._mark(loss.grad_fn) if loss is not None and loss.grad_fn is not None else None
+            if loss is not None and loss.grad_fn is not None:
+                self._mark_trained(loss.grad_fn)
             self.reached = set()
             self.trained_passes = []
             self.unresolved.clear()  # graphs that died just before this backward were cut off from it
@@ -541,12 +636,9 @@ class Recorder:
                 self.judged_backwards += 1
                 if not self.reached:
                     self.no_path.see(where)
-            self._track_graphs([marker, *(info.marker for info in self.trained_passes)])
+            self._track_graphs(marker, self.trained_passes)
             if value is not None:
                 self.pending_losses.append(value)
-                samples = next((info.samples for info in self.trained_passes if info.samples), None)
-                if len(self.losses_since_plateau) < MAX_SERIES:
-                    self.losses_since_plateau.append((value, samples))
                 if not math.isfinite(value):
                     self.nonfinite.see(where, value=str(value))
             self.pending_reached |= self.reached
@@ -560,13 +652,13 @@ class Recorder:
             return None
         if self.scaled is not None and self.scaled[0]() is loss:
             loss = self.scaled[1]  # the value before GradScaler multiplied it
-        return float(loss.detach())
+        return float(_detach(loss))
 
     def _wrap_scale(self, original):
         def scale(scaler, outputs):
             scaled = original(scaler, outputs)
             if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor):
-                self.scaled = (weakref.ref(scaled), outputs.detach())
+                self.scaled = (weakref.ref(scaled), _detach(outputs))
             return scaled
 
         return scale
@@ -581,13 +673,44 @@ class Recorder:
             return None
         return weakref.ref(marker)
 
-    def _track_graphs(self, markers: list[weakref.ref | None]) -> None:
-        """Record the graphs this backward ran through, with the steps of the optimizers it reached."""
+    def _track_graphs(self, marker: weakref.ref | None, passes: list[PassInfo]) -> None:
+        """Record the graphs this backward ran through (the loss's, the passes' outputs'), with
+        the steps of the optimizers it reached. A pass's graph is followed from its forward on
+        (`_follow_pass`): it is now dated by this backward."""
         indices = self.reached or set(range(len(self.optimizers)))
         steps = {record.index: record.steps for record in self.optimizers.values() if record.index in indices}
-        for marker in markers:
-            if marker is not None and marker() is not None and len(self.graphs) < MAX_TRACKED_GRAPHS:
-                self.graphs.append(GraphRecord(marker, steps, self.clock))
+        for info in passes:
+            if info.graph is not None:
+                info.graph.born, info.graph.clock = steps, self.clock
+        for kept in [marker, *(info.marker for info in passes if info.graph is None)]:
+            if kept is not None and kept() is not None and len(self.graphs) < MAX_TRACKED_GRAPHS:
+                self.graphs.append(GraphRecord(kept, steps, self.clock))
+
+    def _follow_pass(self, module: nn.Module, info: PassInfo) -> None:
+        """Follow a pass's graph from its forward on, whether or not a backward ever uses it: a
+        validation loss computed with gradients on and kept across epochs keeps the forward's
+        graph alive as surely as a kept training loss does. Until a backward dates it, its age
+        counts in the steps of the optimizers that hold the module's parameters (all of them
+        when none does)."""
+        if info.marker is None or len(self.graphs) >= MAX_TRACKED_GRAPHS:
+            return
+        holders = self._holders(module) or {record.index for record in self.optimizers.values()}
+        steps = {record.index: record.steps for record in self.optimizers.values() if record.index in holders}
+        info.graph = GraphRecord(info.marker, steps, self.clock)
+        self.graphs.append(info.graph)
+        self._look_for_pile()
+
+    def _holders(self, module: nn.Module) -> frozenset[int]:
+        """The optimizers that hold this module's parameters (cached while no parameter is added)."""
+        entry = self.holders.get(id(module))
+        if entry is None or entry[0]() is not module or entry[1] != self.watched:
+            found: set[int] = set()
+            for param in module.parameters():
+                state = self.params.get(id(param))
+                if state is not None and state.param() is param:
+                    found |= state.optimizers
+            entry = self.holders[id(module)] = (weakref.ref(module), self.watched, frozenset(found))
+        return entry[2]
 
     def _age(self, graph: GraphRecord) -> int:
         """Steps taken since the graph's backward by the optimizers it trained (the fewest)."""
@@ -634,13 +757,21 @@ class Recorder:
             if isinstance(module, _Loss) or self.backward_depth or _in_backward():
                 self.current = None  # a loss, or a recomputation inside a backward (checkpointing)
                 return
-            self.current = info = PassInfo(module, _batch_size(args), self._called_by_library())
+            self.current = info = PassInfo(module, self._called_by_library())
             for earlier in self.unresolved.pop(id(module), ()):
                 self._close_pass(earlier, graph=True)  # the module ran again with no backward between
             self._remember_for_plateau(module, info)
         elif self.current is not None and _mode_dependent(module):
-            layers = self.current.train_layers if module.training else self.current.eval_layers
+            layers = self.current.train_layers if _mode(module) else self.current.eval_layers
             layers.add(type(module).__name__)
+
+    def _on_mode_read(self, module: nn.Module, training: bool) -> None:
+        """A module's `training` flag was read: inside a pass, by the user's module (not one of
+        PyTorch's layers, judged by type), the pass ran code that depends on the mode."""
+        current = self.current
+        if current is None or _compiling() or _judged_by_type(module):
+            return
+        (current.train_layers if training else current.eval_layers).add(f"code that reads {type(module).__name__}.training")
 
     def _after_forward(self, module: nn.Module, args, output) -> None:
         self.depth -= 1
@@ -664,6 +795,7 @@ class Recorder:
                 return
         info.marker = weakref.ref(marker, self._on_pass_freed)
         self.open_passes[info.marker] = info
+        self._follow_pass(module, info)
 
     def _called_by_library(self) -> bool:
         """Did library code (not the user's, not the module machinery) call this module?"""
@@ -726,7 +858,7 @@ class Recorder:
             metric = args[0] if args else kwargs.get("metrics", MISSING)
             call = {"location": self.user.caller(), **self._classify_metric(metric)}
             call["validation"] = self._validation_ran(scheduler.optimizer)
-            self.losses_since_plateau, self.passes_since_plateau, self.loaders_since_plateau = [], {}, set()
+            self.passes_since_plateau = {}
             self.plateau_calls.append(call)
             result = original(scheduler, *args, **kwargs)
             call["lr"] = [float(group["lr"]) for group in scheduler.optimizer.param_groups][:1]
@@ -736,39 +868,115 @@ class Recorder:
         return step
 
     def _classify_metric(self, metric: Any) -> dict:
+        """Where the metric came from, followed back to the tensors that made it (never
+        compared with the training losses' values: equal values prove nothing)."""
         if metric is MISSING or metric is None:
             return {"metric": None, "source": "none"}
-        if isinstance(metric, torch.Tensor) and metric.grad_fn is not None:
-            if "torchlint.graph" in metric.grad_fn.metadata:
-                return {"metric": float(metric.detach()), "source": "training-loss"}
-        try:
-            value = float(metric)
-        except (TypeError, ValueError, RuntimeError):
-            return {"metric": None, "source": "other"}
-        if any(math.isclose(value, c, rel_tol=1e-6, abs_tol=0.0) for c in self._training_aggregates()):
-            return {"metric": value, "source": "training-loss"}
-        return {"metric": value, "source": "other"}
+        if isinstance(metric, torch.Tensor):
+            origins: frozenset[Origin] | None = frozenset((self._origin(metric),))
+            value = float(_detach(metric)) if metric.numel() == 1 else None
+        else:
+            origins = provenance.origins_of(metric)
+            try:
+                value = float(metric)
+            except (TypeError, ValueError, RuntimeError):
+                value = None
+        return {"metric": value, "source": provenance.describe(origins), "origins": provenance.kinds(origins)}
 
-    def _training_aggregates(self) -> list[float]:
-        """What a script computes from the losses its backward calls ran on since the last
-        plateau step: the last one, their sum and mean, and the sample-weighted sum and mean
-        (`running += loss.item() * n`, divided by the samples seen or the dataset's length)."""
-        if not self.losses_since_plateau:
-            return []
-        values = [value for value, _ in self.losses_since_plateau]
-        total = 0.0
-        for value in values:
-            total += value  # in the order a script's running sum adds them
-        aggregates = [values[-1], total, total / len(values)]
-        aggregates += [total / batches for batches, _ in self.loaders_since_plateau if batches]
-        if all(samples for _, samples in self.losses_since_plateau):
-            weighted = 0.0
-            for value, samples in self.losses_since_plateau:
-                weighted += value * samples
-            seen = sum(samples for _, samples in self.losses_since_plateau)
-            aggregates += [weighted, weighted / seen]
-            aggregates += [weighted / size for _, size in self.loaders_since_plateau if size]
-        return aggregates
+    # -- where values come from (TL103) ---------------------------------------------------------
+
+    def _origin(self, tensor: torch.Tensor) -> Origin:
+        """The origin of a tensor: its graph's, or for a tensor without one, the origin of the
+        tensor it was detached from (`_follow`), else NO_GRAPH."""
+        node = tensor.grad_fn
+        if node is not None:
+            return self._node_origin(node)
+        entry = self.derived.get(id(tensor))
+        if entry is not None and entry[0]() is tensor:
+            return entry[1]
+        return NO_GRAPH
+
+    def _node_origin(self, node, origin: Origin | None = None) -> Origin:
+        """The origin kept in an autograd node's metadata (made there, as `origin` or a new one,
+        the first time it is asked for): it lives as long as the graph does."""
+        try:
+            metadata = node.metadata
+            found = metadata.get("torchlint.origin")
+            if found is None:
+                found = metadata["torchlint.origin"] = origin or Origin(graph=True)
+            return found
+        except (AttributeError, RuntimeError, TypeError):  # a node type without metadata
+            return origin or Origin(graph=True)
+
+    def _mark_trained(self, root) -> None:
+        """A backward runs on the loss whose node is `root`: mark it (even when the model
+        returned it, as Hugging Face models do) and what it was computed from (its terms: `ce`
+        of `loss = ce + kl`, the loss a GradScaler scaled) as the training loss, down to the
+        outputs of the model's passes (or LOSS_REGION_NODES nodes)."""
+        pending, seen = [root], set()
+        while pending and len(seen) < LOSS_REGION_NODES:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            try:
+                if node is not root and "torchlint.pass" in node.metadata:
+                    continue  # a model's output: the loss ends here (unless the model returned it)
+            except (AttributeError, RuntimeError, TypeError):
+                continue
+            self._node_origin(node).trained = True
+            pending.extend(child for child, _ in getattr(node, "next_functions", ()) if child is not None)
+
+    def _wrap_item(self, original):
+        # The user's `.item()` returns a number that remembers its tensor's origin through
+        # Python arithmetic. Library code (an optimizer reading its step count, `Tensor.__format__`)
+        # gets plain numbers, as it always did.
+        def item(tensor):
+            value = original(tensor)
+            if type(value) not in (float, int) or _compiling() or not self.user.is_user_file(sys._getframe(1).f_code.co_filename):
+                return value
+            return provenance.traced(value, frozenset((self._origin(tensor),)))
+
+        return item
+
+    def _wrap_derive(self, original):
+        # detach, cpu, to, clone: the result comes from the same computation as the tensor.
+        def derive(tensor, *args, **kwargs):
+            result = original(tensor, *args, **kwargs)
+            self._follow(result, tensor)
+            return result
+
+        return derive
+
+    def _follow(self, result: Any, source: torch.Tensor) -> None:
+        """`result` was made from `source` without computing anything new (a detach, a copy):
+        it gets `source`'s origin, in its own node's metadata or, without a graph, by identity."""
+        if result is source or not isinstance(result, torch.Tensor) or _compiling():
+            return
+        if source.grad_fn is not None:
+            origin = self._node_origin(source.grad_fn)
+        else:
+            entry = self.derived.get(id(source))
+            if entry is None or entry[0]() is not source:
+                return
+            origin = entry[1]
+        if result.grad_fn is not None:
+            self._node_origin(result.grad_fn, origin)
+            return
+        if len(self.derived) >= MAX_DERIVED:
+            self.derived = {key: entry for key, entry in self.derived.items() if entry[0]() is not None}
+            if len(self.derived) >= MAX_DERIVED:
+                return
+        key = id(result)
+        try:
+            self.derived[key] = (weakref.ref(result, functools.partial(self._forget_derived, key)), origin)
+        except TypeError:  # a tensor type without weak references
+            pass
+
+    def _forget_derived(self, key: int, ref: weakref.ref) -> None:
+        entry = self.derived.get(key)
+        if entry is not None and entry[0] is ref:
+            del self.derived[key]
 
     def _validation_ran(self, optimizer: Optimizer) -> bool:
         """Did a pass that no backward ran through go through a module whose parameters this
@@ -806,7 +1014,8 @@ class Recorder:
     def _wrap_save(self, original):
         def save(obj, f, *args, **kwargs):
             where = self.user.caller()
-            result = original(obj, f, *args, **kwargs)
+            # The numbers the user's `.item()` made are saved plain: `weights_only=True` loads them.
+            result = original(provenance.untraced(obj), f, *args, **kwargs)
             self.saves.append({"location": where, **self._judge_save(obj, original)})
             self._publish(now=True)
             return result
@@ -904,7 +1113,6 @@ class Recorder:
     def _wrap_loader_iter(self, original):
         def iterate(loader):
             self.loader_passes += 1
-            self.loaders_since_plateau.add((_length(loader), _length(loader.dataset)))
             if self.left_training_at is not None and id(loader) in self.training_loaders:
                 self.emptied_passes += 1
                 if self.emptied_passes > MAX_EMPTIED_PASSES:
@@ -963,7 +1171,10 @@ class Recorder:
         for handle in self.handles:
             handle.remove()
         for owner, name, original in reversed(self.restore):
-            setattr(owner, name, original)
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         torch.save = torch.serialization.save
 
     def facts(self) -> dict:
@@ -1061,13 +1272,6 @@ def _round_trip(save, obj: Any) -> Any:
     save(obj, buffer)
     buffer.seek(0)
     return torch.load(buffer, weights_only=True, map_location="cpu")
-
-
-def _length(sized: Any) -> int | None:
-    try:
-        return len(sized)
-    except Exception:  # noqa: BLE001 - an iterable dataset has no length
-        return None
 
 
 def _short(error: BaseException) -> str:
