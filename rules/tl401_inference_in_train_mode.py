@@ -111,6 +111,8 @@ class InferenceInTrainMode(TorchRule):
         evaluation = self.semantic.evaluation
         reported = []
         for scope in evaluation.scopes:
+            if scope.grad_only:
+                continue  # (a pass beside training found by its gradients alone)
             known = evaluation.known_mode_layers if scope.flow else evaluation.known_mode_dependent
             if not known(scope.model, scope.function):
                 continue  # only models known to hold dropout or batch norm

@@ -32,6 +32,10 @@ class InferenceWithGrad(TorchRule):
     passed by name or called from one (a forward function given to an attribution method,
     which differentiates its output).
 
+    Inside a training iteration, a second pass of the module the iteration trains whose
+    output provably never reaches a backward pass (a validation forward on held-out data no
+    name marks, a probe printed beside the training) is inference too; such a pass says
+    nothing of the mode (a training-accuracy pass may want train mode), so TL401 leaves it.
     A module known to hold no parameters (a parameter-free `torch.nn` layer, a class of the
     file whose `__init__` builds nothing) builds no graph of its own and is not reported.
     A forward pass is reported only when its output provably never reaches a backward pass

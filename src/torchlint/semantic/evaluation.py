@@ -90,6 +90,10 @@ class EvalScope:
     # network that only reads ``self.training`` (noisy exploration) acts in training mode on
     # purpose there.
     flow: bool = False
+    # Found by the gradient flow alone inside a training iteration (a second pass whose output
+    # never reaches the backward pass: a validation forward on data no name marks): evidence
+    # for gradients (TL402), not for the mode (a training-accuracy pass may want train mode).
+    grad_only: bool = False
 
     @property
     def model(self) -> cst.BaseExpression:
@@ -506,6 +510,16 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
             return False
         return not any(switches[-1].position < self._start(t) < start for t in self._training_points(function))
 
+    def _trained_by(self, model: cst.BaseExpression, iteration) -> bool:
+        """Whether an optimizer the iteration steps holds the module's parameters (as written:
+        ``model`` for ``Adam(model.parameters())``)."""
+        name = _code(model)
+        for optimizer in iteration.stepped_optimizers():
+            held = self.model.training.parameter_holders(optimizer)
+            if held and any(h == name or name.startswith(h + ".") for h in held):
+                return True
+        return False
+
     def _all_parameter_holders(self, training) -> set[str] | None:
         """The modules whose parameters the file's stepped optimizers hold (as written), or
         None when one of them is unknown."""
@@ -731,10 +745,16 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 model = called_module(call)
                 if not isinstance(model, (cst.Name, cst.Attribute)) or covered(call):
                     continue
+                in_iteration = False
                 if not (self._on_eval_data(call) or (
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                 ) and not self._on_random_input(call)):
-                    continue
+                    # A pass of a module the training iteration around it trains, whose output
+                    # provably never reaches a backward pass: it predicts, beside the training.
+                    iteration = self.model.training.iteration_of(call)
+                    if iteration is None or not self._trained_by(model, iteration) or self._on_random_input(call):
+                        continue
+                    in_iteration = True
                 if not self.is_forward(call, function) or not self.is_inference(call) or self._shape_read_only(call):
                     continue  # (a forward whose output is read for its shape predicts nothing)
                 anchor = self.anchor(call, model, function)
@@ -742,11 +762,11 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                     continue
                 if self._applied_to_outputs(call, [f for g in groups.values() if g.function is function for f in g.forwards]):
                     continue  # a loss or metric module on the predictions: part of that pass's evaluation
-                key = (function, _code(_root(model)), self._training_loop(call, function))
+                key = (function, _code(_root(model)), self._training_loop(call, function), in_iteration)
                 if key in groups:
                     groups[key].forwards.append(call)
                 else:
-                    groups[key] = EvalScope("statement", anchor, function, [call])
+                    groups[key] = EvalScope("statement", anchor, function, [call], grad_only=in_iteration)
         return list(groups.values())
 
     def _applied_to_outputs(self, call: cst.Call, forwards: list[cst.Call]) -> bool:
