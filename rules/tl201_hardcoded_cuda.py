@@ -23,7 +23,9 @@ class HardcodedCuda(TorchRule):
     Finds placements hardcoded to CUDA: `.cuda()` (also `.cuda(device=0)`,
     `.cuda(device="cuda")`), `.to("cuda")`, `torch.device("cuda:0")`,
     `device="cuda"` (and `map_location="cuda"`, a Hugging Face `device_map="cuda"`), a device
-    variable set to `"cuda"`, and a parameter's default `device="cuda"` that a call in the
+    variable set to `"cuda"`, a flag bound once to `True` at module level that the `if`s
+    guarding CUDA placements test (`use_cuda = True`: the guard chooses nothing; the fix sets
+    it from `torch.cuda.is_available()`), and a parameter's default `device="cuda"` that a call in the
     file relies on (`Memory(16)` for `def __init__(self, size, device="cuda")`; a default
     every call replaces is the callers' choice). The legacy typed-tensor constructors (`torch.cuda.FloatTensor(n)`)
     are left alone with the rest of the `torch.cuda` API: on real code they are mostly the
@@ -156,6 +158,7 @@ class HardcodedCuda(TorchRule):
 
     code = "TL201"
     name = "hardcoded-cuda"
+    flag_message = "`{what}` hardcodes CUDA: the placements it guards fail on machines without a GPU"
     required_words = (("cuda",),)
     message = "`{what}` hardcodes CUDA: the code fails on machines without a GPU"
 
@@ -249,6 +252,26 @@ class HardcodedCuda(TorchRule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._check_device_assignment(target.target, node.value)
+            self._check_constant_flag(target.target, node.value)
+
+    def _check_constant_flag(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``use_cuda = True``: a flag bound once, to the constant, that ``if`` tests guarding
+        CUDA placements read. The guard is no choice: every placement it guards is hardcoded."""
+        if not (isinstance(target, cst.Name) and isinstance(value, cst.Name) and value.value == "True"):
+            return
+        if len(self.semantic.assignments(target)) != 1 or self.semantic.enclosing_function(target) is not None or self._guarded(value):
+            return
+        reads = self.semantic.binding_reads(target) or []
+        guards = [r for r in reads if isinstance(self.semantic.parent(r), (cst.If, cst.IfExp)) and self.semantic.parent(r).test is r]
+        if not guards or not any(_places_on_cuda(self._code(self.semantic.parent(r).body)) for r in guards):
+            return
+        torch = self.semantic.torch_alias
+        fix = None
+        if torch is not None:
+            changes = with_import_first(self.semantic, {value: cst.parse_expression(f"{torch}.cuda.is_available()")}, torch, [value])
+            fix = _fix("Set it from `torch.cuda.is_available()`", changes)
+        what = f"{target.value} = True"
+        self.report(value, self.flag_message.format(what=what), fix=fix)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         # A field of a dataclass or config class is a default its user sets.
@@ -432,6 +455,10 @@ class HardcodedCuda(TorchRule):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
+
+
+def _places_on_cuda(code: str) -> bool:
+    return ".cuda(" in code or '"cuda' in code or "'cuda" in code
 
 
 # A key of a device's changes (``_device``): torch is not bound before the node it maps to.
