@@ -183,3 +183,14 @@ def test_watch_lints_again_when_a_file_changes(tmp_path, monkeypatch):
     assert result.stderr.count("Starting linter in watch mode...") == 1
     assert result.stderr.count("File change detected...") == 1
     assert run("check", "--watch", "-").exit_code == 2  # standard input cannot be watched
+
+
+def test_a_finding_without_a_fix_still_gets_a_help_line(tmp_path):
+    """Issue 40, defect 2: a report-only finding says where to read what to write instead."""
+    (tmp_path / "t.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in loader:\n    optimizer.zero_grad()\n    optimizer.step()\n"
+        "    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n"
+    )
+    result = run("check", "--no-cache", "--select", "TL102", str(tmp_path / "t.py"))
+    assert "   = help: no automatic fix; `torchlint rule TL102` shows what to write instead" in result.output

@@ -160,6 +160,9 @@ def format_text(
         elif f.fix is not None:
             note = "" if f.fix.applicability == "safe" else " (unsafe)"
             block.append(f"   = help: {f.fix.message}{note}")
+        elif f.code != "TL000":  # no fix: where to read what to do instead (a file that
+            # cannot be read or parsed says what is wrong in its message)
+            block.append(f"   = help: no automatic fix; `torchlint rule {f.code}` shows what to write instead")
         blocks.append("\n".join(block))
     return "\n\n".join(blocks + [summary(reports, unsafe_fixes)] * with_summary)
 
