@@ -992,6 +992,8 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 return statement
             if self._trains_in(outer, function) or self._binds(outer, root, function) or self._switches_mode(outer):
                 return statement
+            if self._runs_differentiated_pass(outer, function):
+                return statement  # (a GAN's discriminator passes beside the generator's)
             if isinstance(outer, cst.With) and any(self._turns_grad_on(i.item) or "enable_grad" in _code(i.item) for i in outer.items):
                 return statement
             statement = outer
@@ -1000,6 +1002,15 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         """Whether ``region`` binds the root name of ``model`` (a fix before it would switch
         an object the region then replaces)."""
         return self._binds(region, _code(_root(model)), function)
+
+    def _runs_differentiated_pass(self, region: cst.CSTNode, function) -> bool:
+        """Whether ``region`` runs a forward pass whose output may reach a backward pass (one
+        the gradient flow does not prove inference): turning gradients off around the region
+        would stop it training."""
+        return any(
+            self.function_of.get(c) is function and self.is_forward(c, function) and not self.is_inference(c)
+            for c in self.model.calls_in(region)
+        )
 
     def _binds(self, region: cst.CSTNode, root: str, function) -> bool:
         if isinstance(region, cst.For) and root in _assigned_names_of_target(region.target):
