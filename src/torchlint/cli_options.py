@@ -80,33 +80,16 @@ class Adoption:
 
 
 def write_report(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temporary file in its folder, then a rename):
-    a crash leaves the old report or the new one, never half of one. Its folder is made if
-    missing; an existing file keeps its permissions."""
-    import tempfile
+    """Write ``text`` to ``path`` atomically (``files.write_atomic``: a temporary file in its
+    folder, then a rename): a crash leaves the old report or the new one, never half of one
+    (a report that did not exist is made empty first). Its folder is made if missing; an
+    existing file keeps its permissions."""
+    from torchlint.files import write_atomic
 
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".torchlint.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    target.touch(exist_ok=True)
+    write_atomic(target, text.encode("utf-8"))
 
 
 # --- --show-files, --show-settings --------------------------------------------------------
