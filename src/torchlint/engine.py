@@ -247,74 +247,9 @@ def _decode_reason(message: str) -> str:
     return f"{byte} is not valid {match['codec']} ({match['reason']})"
 
 
-# --- suppression ------------------------------------------------------------------------
+# --- suppression (``suppression.py``) ----------------------------------------------------
 
-_CODES = r"(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?"
-_LINE_NOQA = re.compile(r"#\s*noqa" + _CODES, re.IGNORECASE)
-_FILE_NOQA = re.compile(r"#\s*torchlint\s*:\s*noqa" + _CODES, re.IGNORECASE)
-ALL_CODES = None  # a bare noqa
-
-
-@dataclass
-class Suppressions:
-    lines: dict[int, set[str] | None]
-    file: set[str] | None  # None: the whole file is suppressed
-    file_all: bool = False
-
-    def suppresses(self, finding: Finding) -> bool:
-        if finding.code == INVALID_FILE:
-            return False
-        if self.file_all or noqa_names(finding.code, self.file or ()):
-            return True
-        if finding.start.row in self.lines:
-            codes = self.lines[finding.start.row]
-            return codes is ALL_CODES or noqa_names(finding.code, codes)
-        return False
-
-
-def noqa_names(code: str, names: Iterable[str]) -> bool:
-    """Whether a ``noqa`` comment's codes name ``code``: the code itself, or a prefix of it
-    (``# noqa: TL5`` names TL501 and TL502), as ``--select`` and ``--ignore`` take prefixes.
-    (ruff's noqa takes whole codes only; SPEC section 4 takes prefixes.)"""
-    return any(code.startswith(name) for name in names)
-
-
-def _comments(text: str) -> Iterable[tuple[int, str]]:
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                yield tok.start[0], tok.string
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        # Newer syntax than this Python's tokenizer knows: fall back to a line scan.
-        for row, line in enumerate(text.splitlines(), 1):
-            if "#" in line:
-                yield row, line[line.index("#"):]
-
-
-def _codes(match: re.Match) -> set[str] | None:
-    codes = match.group("codes")
-    return None if codes is None else {c.upper() for c in re.split(r"[\s,]+", codes) if c}
-
-
-def find_suppressions(text: str) -> Suppressions:
-    result = Suppressions(lines={}, file=set())
-    if "noqa" not in text.lower():
-        return result
-    for row, comment in _comments(text):
-        file_match = _FILE_NOQA.search(comment)
-        if file_match:
-            codes = _codes(file_match)
-            if codes is None:
-                result.file_all = True
-            else:
-                result.file.update(codes)
-            continue
-        line_match = _LINE_NOQA.search(comment)
-        if line_match:
-            codes = _codes(line_match)
-            previous = result.lines.get(row, set())
-            result.lines[row] = None if codes is None or previous is None else previous | codes
-    return result
+from torchlint.suppression import Suppressions, find_suppressions  # noqa: E402
 
 
 # --- running rules ----------------------------------------------------------------------
@@ -1122,7 +1057,7 @@ def _lint_passes(source, module, rules, fix_mode, with_edits, failures, waiting,
 def _judges_noqa(rules: Sequence[type[Rule]], source: bytes | str) -> bool:
     """Whether TL001 (unused-noqa) is selected and the source has a ``# noqa`` it judges: the
     module is then parsed even where no other rule looks at it."""
-    from torchlint.noqa import UNUSED_NOQA, names_our_codes
+    from torchlint.suppression import UNUSED_NOQA, names_our_codes
 
     return any(r.code == UNUSED_NOQA for r in rules) and names_our_codes(source)
 
@@ -1131,7 +1066,7 @@ def _unused_noqa(text, module, positions, findings, suppressions, rules, waiting
     """TL001's findings for the pass (``noqa.unused_noqa``): the rules selected are those run,
     those the prescreen held back and those that failed. A failure of its own is TL001's, as
     a rule's would be."""
-    from torchlint.noqa import UNUSED_NOQA, unused_noqa
+    from torchlint.suppression import UNUSED_NOQA, unused_noqa
 
     rule = next((r for r in rules if r.code == UNUSED_NOQA), None)
     if rule is None:

@@ -119,8 +119,6 @@ def lint_notebook(
     programs = [([_in_notebook(rule, displays=True) for rule in rules], kernel, project)] if kernel else []
     # A written module is told of the project only who loads what it saves (the kernel's
     # later cells may load it): ``WrittenModuleView``.
-    from torchlint.semantic.view import WrittenModuleView
-
     written = WrittenModuleView(project) if project is not None else None
     programs += [([_in_notebook(rule, displays=False) for rule in rules], [cell], written) for cell in valid if not cell.runs_in_kernel]
     new_sources: dict[int, str] = {}
@@ -559,3 +557,26 @@ def _offset(lines: list[str], location: Location) -> int:
 def _location(text: str, offset: int) -> Location:
     line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
     return Location(len(_lines(text[:line_start])) + 1, offset - line_start + 1)
+
+
+class WrittenModuleView:
+    """What the module of a notebook's ``%%writefile name.py`` cell sees of its notebook's
+    project: who loads what it saves (``module_loads``: the notebook's later cells among
+    them, through the notebook's summary), and nothing else, every other question answered
+    as a lint without a project index answers it (the module is not the notebook, whose
+    name and callers the view knows). (Here, in the engine's layer: it only forwards one
+    question of a project view, whatever the semantic layer asks.)"""
+
+    def __init__(self, view) -> None:
+        self._view = view
+
+    def module_loads(self):
+        return self._view.module_loads()
+
+    def argument_kinds(self, name: str, position: int, param: str) -> list | None:
+        return []  # (no other file's calls: as without an index)
+
+    def __getattr__(self, question: str):
+        if question.startswith("_"):
+            raise AttributeError(question)
+        return lambda *args: None

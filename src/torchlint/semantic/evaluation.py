@@ -510,6 +510,18 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
             return False
         return not any(switches[-1].position < self._start(t) < start for t in self._training_points(function))
 
+    def _trains_through_another_pass(self, call: cst.Call, model: cst.BaseExpression, loop: cst.CSTNode, function) -> bool:
+        """Whether the loop runs another pass of the same module whose output may reach the
+        backward pass: then ``call`` is a second pass, beside the training one."""
+        from torchlint.semantic.gradflow import REACHES
+
+        name = _code(model)
+        return any(
+            c is not call and self.function_of.get(c) is function and _code(called_module(c)) == name
+            and self.is_forward(c, function) and self.model.gradient_flow.of(c) == REACHES
+            for c in self.model.calls_in(loop)
+        )
+
     def _trained_by(self, model: cst.BaseExpression, iteration) -> bool:
         """Whether an optimizer the iteration steps holds the module's parameters (as written:
         ``model`` for ``Adam(model.parameters())``)."""
@@ -754,6 +766,8 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                     iteration = self.model.training.iteration_of(call)
                     if iteration is None or not self._trained_by(model, iteration) or self._on_random_input(call):
                         continue
+                    if not self._trains_through_another_pass(call, model, iteration.loop, function):
+                        continue  # its only pass: a training pass whose graph is lost (TL601's)
                     in_iteration = True
                 if not self.is_forward(call, function) or not self.is_inference(call) or self._shape_read_only(call):
                     continue  # (a forward whose output is read for its shape predicts nothing)

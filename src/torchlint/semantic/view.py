@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from torchlint.semantic.index import ProjectIndex
 
 _MAX_RESOLUTION = 12  # re-export chains and class hierarchies followed in one question
+_MAX_CUDA_IMPORT_FILES = 200  # project files one "does importing it need CUDA?" question visits
 DEPENDENT, FREE = True, False  # a class's mode facts; None: unknown
 
 
@@ -369,7 +370,7 @@ class ProjectView:
         summary = self.index.summary(self.path)
         if summary is None:
             return None
-        return self._imports_cuda_only(self.path, summary, frozenset({self.path}), top=True)
+        return self._imports_cuda_only(self.path, summary, {self.path}, top=True)
 
     def _cuda_extensions(self) -> dict[str, str]:
         """The CUDA-only extensions of the project: their last name part ("_C",
@@ -388,7 +389,9 @@ class ProjectView:
             folder = folder.parent
         return found
 
-    def _imports_cuda_only(self, path: Path, summary: ModuleSummary, seen: frozenset, top: bool = False) -> str | None:
+    def _imports_cuda_only(self, path: Path, summary: ModuleSummary, seen: set, top: bool = False) -> str | None:
+        """(``seen``: every module visited in this question, one set for the whole search: a
+        package whose ``__init__``s re-export one another is walked once, not once per path.)"""
         extensions = self._cuda_extensions()
         for module in summary.required_imports:
             name = module.lstrip(".")
@@ -397,15 +400,16 @@ class ProjectView:
             last = name.rpartition(".")[2]
             if last in extensions and (module.startswith(".") or "." in name or name == last):
                 return f"it imports {module}, built from CUDA sources only by {extensions[last]}"
-            if len(seen) > _MAX_RESOLUTION:
+            if len(seen) > _MAX_CUDA_IMPORT_FILES:
                 continue
             for found, rest in self.index.resolve_module(module, path):
                 if found in seen or rest:
                     continue
+                seen.add(found)
                 inner = self.index.summary(found)
                 if inner is None:
                     continue
-                reason = self._imports_cuda_only(found, inner, seen | {found})
+                reason = self._imports_cuda_only(found, inner, seen)
                 if reason is not None:
                     return f"it imports {module}, which needs CUDA ({reason})" if top else reason
         return None
@@ -710,28 +714,6 @@ class AskedView:
 
     def gives_no_graph(self, qname: str) -> bool | None:
         return self._ask("gives_no_graph", qname)
-
-
-class WrittenModuleView:
-    """What the module of a notebook's ``%%writefile name.py`` cell sees of its notebook's
-    project: who loads what it saves (``module_loads``: the notebook's later cells among
-    them, through the notebook's summary), and nothing else, every other question answered
-    as a lint without a project index answers it (the module is not the notebook, whose
-    name and callers the view knows)."""
-
-    def __init__(self, view: ProjectView | AskedView) -> None:
-        self._view = view
-
-    def module_loads(self) -> tuple[str, ...] | None:
-        return self._view.module_loads()
-
-    def argument_kinds(self, name: str, position: int, param: str) -> list | None:
-        return []  # (no other file's calls: as without an index)
-
-    def __getattr__(self, question: str):
-        if question not in QUESTIONS:
-            raise AttributeError(question)
-        return lambda *args: None
 
 
 def answers_hold(view: ProjectView | None, asked: dict[tuple, object]) -> bool:
