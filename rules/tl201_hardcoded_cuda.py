@@ -17,6 +17,10 @@ from torchlint.torch_rule import TorchRule
 PLACEMENT_KEYWORDS = ("device", "map_location", "device_map")
 
 
+# How many one-line strings decide the file's quote style.
+_QUOTE_SAMPLE = 50
+
+
 class HardcodedCuda(TorchRule):
     """
     ## What it does
@@ -406,16 +410,22 @@ class HardcodedCuda(TorchRule):
 
     @cached_property
     def _quote(self) -> str:
-        """The quote the file's one-line strings use most (double quotes on a tie, as Black)."""
+        """The quote the file's one-line strings use most (double quotes on a tie, as Black),
+        among the first ``_QUOTE_SAMPLE`` of them: the top-level statements are rendered one
+        by one until that many are seen, not the whole file."""
         counts = {"'": 0, '"': 0}
-        try:
-            for token in tokenize.generate_tokens(io.StringIO(self.context.module.code).readline):
-                if token.type == tokenize.STRING:
-                    body = token.string.lstrip("rbuRBUfF")
-                    if body[:3] not in (TQ3, DQ3) and body[:1] in counts:
-                        counts[body[:1]] += 1
-        except (tokenize.TokenError, SyntaxError):
-            pass
+        code_for_node = self.context.module.code_for_node
+        for statement in self.context.module.body:
+            try:
+                for token in tokenize.generate_tokens(io.StringIO(code_for_node(statement)).readline):
+                    if token.type == tokenize.STRING:
+                        body = token.string.lstrip("rbuRBUfF")
+                        if body[:3] not in (TQ3, DQ3) and body[:1] in counts:
+                            counts[body[:1]] += 1
+            except (tokenize.TokenError, SyntaxError, IndentationError):
+                continue
+            if counts["'"] + counts['"'] >= _QUOTE_SAMPLE:
+                break
         return "'" if counts["'"] > counts['"'] else '"'
 
     def _statement_after(self, statement: cst.CSTNode) -> cst.CSTNode | None:

@@ -21,7 +21,10 @@ class DeviceMoveInForward(TorchRule):
     matcher). So is deliberate model parallelism: a module that places its own layers on
     fixed devices (`self.stage1.to("cuda:0")`), or whose `forward` moves between two or
     more fixed devices, picks its devices on purpose. A move under a device test
-    (`if x.is_cuda and not self.alpha.is_cuda:`) follows the input's device.
+    (`if x.is_cuda and not self.alpha.is_cuda:`) follows the input's device. A module known
+    to hold no parameters (its `__init__`, and its bases' in this file or the project's
+    others, store plain values only) has no parameters' device to follow: its hardcoded
+    device is TL201's alone.
 
     ## Why is this bad?
     A module's device is wherever its parameters are: the caller decides it with
@@ -80,6 +83,8 @@ class DeviceMoveInForward(TorchRule):
             return
         if self._model_parallel(info.node) or self.semantic.devices.chosen_here(node):
             return  # `if x.is_cuda and not self.alpha.is_cuda:` follows the input's device
+        if self.semantic.parameter_free_class(info.node):
+            return  # no parameters whose device it could follow (a hardcoded device is TL201's)
         self.report(node, self.message.format(call=self.context.module.code_for_node(node)))
 
     def _fixed_device(self, arg: cst.Arg) -> bool:

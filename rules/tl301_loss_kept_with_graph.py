@@ -138,6 +138,9 @@ class LossKeptWithGraph(TorchRule):
                     for operand in operands:
                         if not (isinstance(operand, cst.Name) and operand.value == holder.value):
                             self._check(operand, holder, node)
+            elif isinstance(holder, cst.Name) and _concatenated_onto(node.value, holder) is not None:
+                for element in _concatenated_onto(node.value, holder):  # total = torch.cat((total, loss))
+                    self._check(element, holder, node)
             elif isinstance(holder, (cst.Attribute, cst.Subscript)):
                 self._check(node.value, holder, node)
             elif isinstance(holder, cst.Name) and self._kept_for_later(holder, node):
@@ -206,11 +209,7 @@ class LossKeptWithGraph(TorchRule):
         """``total += x`` or ``total = total + x`` (not a value kept under a name in a branch),
         where the loop around it binds the total nowhere else: a running total carried from one
         iteration to the next, not one rebuilt in each (``loss = term; loss = loss + other``)."""
-        if isinstance(store, cst.AugAssign):
-            pass
-        elif not (isinstance(store, cst.Assign) and isinstance(store.value, cst.BinaryOperation) and any(
-            isinstance(o, cst.Name) and o.value == holder.value for o in (store.value.left, store.value.right)
-        )):
+        if not self._accumulates_shallow(store, holder):
             return False
         loop = self._iteration_loop(store)
         if loop is None:
@@ -226,11 +225,14 @@ class LossKeptWithGraph(TorchRule):
 
     @staticmethod
     def _accumulates_shallow(statement: cst.CSTNode, holder: cst.Name) -> bool:
+        """``total += x``, ``total = total + x``, ``total = torch.cat((total, x))``."""
         if isinstance(statement, cst.AugAssign):
             return True
-        return isinstance(statement, cst.Assign) and isinstance(statement.value, cst.BinaryOperation) and any(
-            isinstance(o, cst.Name) and o.value == holder.value for o in (statement.value.left, statement.value.right)
-        )
+        if not isinstance(statement, cst.Assign):
+            return False
+        if isinstance(statement.value, cst.BinaryOperation):
+            return any(isinstance(o, cst.Name) and o.value == holder.value for o in (statement.value.left, statement.value.right))
+        return _concatenated_onto(statement.value, holder) is not None
 
     def _check_total(self, value: cst.BaseExpression, holder: cst.Name, store: cst.CSTNode) -> None:
         """A running total of any tensor computed from a model's output with gradients on,
@@ -630,6 +632,22 @@ def _carries(node: cst.CSTNode, names: set[str], training) -> bool:
     if isinstance(node, (cst.Lambda, cst.BaseString)):
         return False
     return any(_carries(child, names, training) for child in node.children)
+
+
+def _concatenated_onto(value: cst.BaseExpression, holder: cst.Name) -> list[cst.BaseExpression] | None:
+    """The other elements of ``torch.cat((holder, x, ...))`` (or ``torch.cat([...], dim)``):
+    what a concatenation carried from one iteration to the next keeps; None for anything else."""
+    if not (isinstance(value, cst.Call) and value.args and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("cat", "concat", "concatenate") and isinstance(value.func.value, cst.Name)
+            and value.func.value.value in ("torch", "th")):
+        return None
+    sequence = value.args[0].value
+    if not isinstance(sequence, (cst.Tuple, cst.List)):
+        return None
+    elements = [e.value for e in sequence.elements]
+    if not any(isinstance(e, cst.Name) and e.value == holder.value for e in elements):
+        return None
+    return [e for e in elements if not (isinstance(e, cst.Name) and e.value == holder.value)]
 
 
 def _stored_names(value: cst.BaseExpression):

@@ -3,6 +3,7 @@ import ast
 import libcst as cst
 
 from torchlint.rule import Applicability, Fix, Prescreen
+from torchlint.semantic import torch_api
 from torchlint.torch_rule import TorchRule
 from torchlint.semantic.references import callee_names, is_literal, keyword, positional
 
@@ -147,6 +148,10 @@ NEW_NAME = {"pretrained": "weights", "pretrained_backbone": "weights_backbone"}
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
+# The torch release that came with torchvision 0.13, where `weights=` arrived.
+WEIGHTS_TORCH = "1.12"
+
+
 class TorchvisionPretrained(TorchRule):
     """
     ## What it does
@@ -184,7 +189,9 @@ class TorchvisionPretrained(TorchRule):
     `weights="IMAGENET1K_V1" if flag else None`; likewise `pretrained_backbone` becomes
     `weights_backbone`. The weights are written as the string torchvision accepts in their
     place, so no import is needed. It is unsafe because `weights=` needs torchvision 0.13 or
-    later, which the fix cannot know the project requires. A builder whose legacy weights
+    later, which the fix cannot know the project requires. A project that pins or caps torch
+    below 1.12 (torchvision 0.13's torch: `torch<1.12`, conda's `pytorch=1.9.0` in an
+    environment file) is not reported: there `pretrained` is the API. A builder whose legacy weights
     depend on other arguments (the quantized models' `quantize=`,
     `resnet_fpn_backbone(backbone_name)`), one without weights, and a `pretrained` argument
     beside other positional arguments or an existing `weights=` get no fix.
@@ -216,6 +223,8 @@ class TorchvisionPretrained(TorchRule):
         builder = self._builder(node)
         if builder not in LEGACY_WEIGHTS:
             return
+        if not torch_api.concerns(WEIGHTS_TORCH, self.semantic.newest_torch):
+            return  # the project pins or caps torch below torchvision 0.13's: `pretrained` is its API
         if first_positional:
             legacy = [given[0], *legacy]
         elif not legacy:

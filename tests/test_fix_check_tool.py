@@ -162,3 +162,15 @@ def test_a_good_fix_runs_and_a_breaking_one_is_caught(tmp_path, monkeypatch):
     assert result.broken == [("safe", "corpus/o+r/broken.py", "TL402", 21, "`runs` FAILs after the fixes")]
     assert [(f.file, f.verdict) for f in result.applied] == [
         ("corpus/o+r/broken.py", "`runs` FAILs after the fixes"), ("corpus/o+r/good.py", "ok, ran")]
+
+
+def test_a_script_that_cannot_run_here_says_why(tmp_path):
+    """A changed script that does not run as it was is skipped, with the reason its run gave
+    (a package missing here, a data file absent), for the round's record."""
+    script = tmp_path / "needs_a_package.py"
+    script.write_text("import a_package_nobody_has\nprint('never')\n")
+    checks = fix_check.verify(script, 60, 3)
+    assert checks["runs"] == "FAIL"
+    assert "a_package_nobody_has" in checks[fix_check.WHY]
+    script.write_text("print(open('absent.csv').read())\n")
+    assert "absent.csv" in fix_check.verify(script, 60, 3)[fix_check.WHY]

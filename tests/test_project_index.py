@@ -795,3 +795,79 @@ def test_summary_keeps_annotated_loads_and_loads_handed_to_unknown_readers():
         "        parts = [torch.load(p)['decoder'] for p in path]\n"  # in a container
     )
     assert summary.module_loads == ("", "?", "?decoder", "?encoder")
+
+
+def test_a_call_on_self_in_another_files_class_reaches_that_class(tmp_path):
+    """``self._onepass(x)`` in another file's class reaches that class's method (or a
+    subclass's), not this file's same-named one: copied trainers that each call their own
+    ``_onepass`` with gradients on say nothing of this trainer's, whose only outside caller
+    (a callback, through ``infer``) runs under ``no_grad``. A class that derives from the
+    calling class may be reached (a base's template method)."""
+    trainer = (
+        "import torch\n\n\nclass CTCTrainer:\n    def __init__(self, model):\n        self.model = model\n\n"
+        "    def infer(self, inputs):\n        return self._onepass(inputs)\n\n"
+        "    def _onepass(self, inputs):\n        return torch.argmax(self.model(inputs).detach().cpu(), dim=-1).tolist()\n"
+    )
+    copy = trainer.replace("class CTCTrainer:", "class WhisperTrainer:")
+    callback = (
+        "import torch\n\n\nclass Validate:\n    def __call__(self, batch):\n        with torch.no_grad():\n"
+        "            print(self.model.infer(batch))\n"
+    )
+    _tree(tmp_path, {"ctc_trainer.py": trainer, "whisper_trainer.py": copy, "evaluation.py": callback})
+    files = [tmp_path / n for n in ("ctc_trainer.py", "whisper_trainer.py", "evaluation.py")]
+    view = build_index(files, tmp_path).view(tmp_path / "ctc_trainer.py")
+    assert view.method_callers_hold("_onepass", "grad", ()) is None  # the copy's own call does not reach it
+    assert view.method_callers_hold("_onepass", "grad", ("WhisperTrainer",)) is False  # a subclass of the copy
+    assert view.method_callers_hold("infer", "grad", ()) is True
+    os.chdir(tmp_path)
+    assert "TL402" not in run("check", "--no-cache", "--select", "TL402", "--output-format", "concise", "--exit-zero", ".").output
+
+
+def test_a_module_with_no_parameters_across_files(tmp_path):
+    """A class whose ``__init__`` and whose base's (another file's) store plain values holds
+    no parameters (``ProjectView.parameter_free``): TL202 has no parameters' device to point
+    to there. A base of another file that builds a layer makes it hold some."""
+    base = (
+        "import torch.nn as nn\n\n\nclass FewShotMethod(nn.Module):\n    def __init__(self, temperature=1.0):\n"
+        "        super().__init__()\n        self.temperature = temperature\n"
+    )
+    method = (
+        "from abstract import FewShotMethod\n\n\nclass MAP(FewShotMethod):\n    def __init__(self, alpha):\n"
+        "        super().__init__()\n        self.alpha = alpha\n\n    def forward(self, x):\n"
+        "        x = x.cuda()\n        return x * self.alpha\n"
+    )
+    _tree(tmp_path, {"abstract.py": base, "pt_map.py": method})
+    view = build_index([tmp_path / "pt_map.py"], tmp_path).view(tmp_path / "pt_map.py")
+    assert view.parameter_free("abstract.FewShotMethod") is True
+    os.chdir(tmp_path)
+
+    def codes():
+        out = run("check", "--no-cache", "--select", "TL201,TL202", "--output-format", "concise", "--exit-zero", "pt_map.py").output
+        return sorted({line.split()[1] for line in out.splitlines() if ": TL" in line})
+
+    assert codes() == ["TL201"]
+    (tmp_path / "abstract.py").write_text(base.replace("self.temperature = temperature", "self.scale = nn.Linear(2, 2)"))
+    view = build_index([tmp_path / "pt_map.py"], tmp_path).view(tmp_path / "pt_map.py")
+    assert view.parameter_free("abstract.FewShotMethod") is False
+    assert codes() == ["TL201", "TL202"]
+
+
+def test_the_loads_alone_are_the_summarys_loads():
+    """What a project's loaders are asked (``module_loads_of_file_source``: only the top-level
+    statements that can load, walked for loads only) is what the whole summary says, on every
+    fixture that names torch and a load."""
+    from torchlint.project import module_loads_of_file_source, summarize_file_source
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    checked = 0
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.ipynb")]):
+        source = path.read_bytes()
+        if b"load" not in source or b"torch" not in source:
+            continue
+        summary = summarize_file_source(source, path.suffix)
+        loads = module_loads_of_file_source(source, path.suffix)
+        assert (None if summary is None else sorted(set(summary.module_loads))) == (
+            None if loads is None else sorted(set(loads))
+        ), path
+        checked += 1
+    assert checked > 100

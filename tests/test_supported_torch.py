@@ -126,6 +126,9 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
         ({"setup.py": "from setuptools import setup\nsetup(name='x', install_requires=['torch>=2.4', 'numpy'])\n"}, (2, 4)),
         ({"setup.py": "from setuptools import setup\nREQ = ['torch==2.5.0']\nsetup(name='x', install_requires=REQ)\n"}, (2, 5)),
         ({"environment.yml": "name: x\ndependencies:\n  - python=3.10\n  - pytorch=2.0.1\n  - pip:\n    - numpy\n"}, (2, 0)),
+        # any conda environment file's name; its channels (`- pytorch`) are no requirement
+        ({"env.yml": "name: x\nchannels:\n  - pytorch\n  - defaults\ndependencies:\n  - pytorch=1.9.0\n"}, (1, 9)),
+        ({"conda-gpu.yaml": "dependencies:\n  - pip:\n    - torch>=2.1\n"}, (2, 1)),
         # several declarations: the lowest
         ({"requirements.txt": "torch>=2.2\n", "setup.py": "setup(install_requires=['torch>=1.13'])\n"}, (1, 13)),
         # a declaration with no lower bound: unknown
@@ -210,3 +213,21 @@ def test_torch_load_default_judged_by_the_oldest_supported_torch(tmp_path):
     (tmp_path / "requirements.txt").write_text("torch>=2.6\n")
     _declared.cache_clear()
     assert _tl502(tmp_path) == []
+
+
+def test_torchvision_weights_are_not_asked_of_a_project_capped_below_them(tmp_path):
+    """TL807: a project pinned to a torch older than 1.12 (torchvision 0.13, where `weights=`
+    came) has `pretrained=` as its API."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "model.py").write_text("import torchvision\n\nnet = torchvision.models.resnet18(pretrained=True)\n")
+
+    def codes():
+        _declared.cache_clear()
+        result = CliRunner().invoke(main, ["check", str(tmp_path), "--no-cache", "--output-format", "json", "--select", "TL807"])
+        return sorted(f["code"] for f in json.loads(result.output))
+
+    assert codes() == ["TL807"]
+    (tmp_path / "env.yml").write_text("channels:\n  - pytorch\ndependencies:\n  - pytorch=1.9.0\n  - torchvision=0.10.0\n")
+    assert codes() == []
+    (tmp_path / "env.yml").write_text("dependencies:\n  - pytorch=1.12.1\n")
+    assert codes() == ["TL807"]

@@ -1,7 +1,7 @@
 """Score a run of torchlint on the first-sight repositories against their triage.
 
     python tools/first_sight.py --run SNAPSHOTS... --out RESULTS   # lint each snapshot (default set)
-    python tools/first_sight.py --score RESULTS                    # precision and core recall
+    python tools/first_sight.py --score RESULTS [--by-repo] [--missed]  # precision and core recall
 
 A snapshot is a folder named ``owner+name`` (as tools/ecosystem.py's corpus). ``--run`` lints
 each one from its own folder with this environment's torchlint (the default rule set, no
@@ -60,7 +60,7 @@ def run(snapshots: list[Path], out: Path) -> None:
             print(f"{snapshot.name}: exit {result.returncode}: {result.stderr.strip()[-300:]}", file=sys.stderr)
 
 
-def score(results: Path, missed: bool = False) -> int:
+def score(results: Path, missed: bool = False, by_repo: bool = False) -> int:
     verdicts = {}
     for row in _rows("*findings.tsv"):
         path, cell, line = _place(row["path"], row["line"])
@@ -68,6 +68,7 @@ def score(results: Path, missed: bool = False) -> int:
     found: dict[tuple, list] = {}
     untriaged = []
     counts: Counter[tuple[str, str]] = Counter()
+    per_repo: dict[str, Counter] = {path.stem.replace("+", "/", 1): Counter() for path in sorted(results.glob("*.json"))}
     for path in sorted(results.glob("*.json")):
         repo = path.stem.replace("+", "/", 1)
         for finding in json.loads(path.read_text() or "[]"):
@@ -77,6 +78,7 @@ def score(results: Path, missed: bool = False) -> int:
             found.setdefault((repo, file, finding.get("cell"), finding["code"]), []).append(key[3])
             verdict = verdicts.get(key)
             counts[(finding["code"], verdict or "untriaged")] += 1
+            per_repo[repo][verdict or "untriaged"] += 1
             if verdict is None:
                 untriaged.append(key)
     codes = sorted({code for code, _ in counts})
@@ -99,6 +101,8 @@ def score(results: Path, missed: bool = False) -> int:
         rows = found.get((row["repo"], path, cell, code), [])
         hit = any(abs(r - line) <= TOLERANCE for r in rows)
         hits[code] += hit
+        per_repo[row["repo"]]["instances"] += 1
+        per_repo[row["repo"]]["found"] += hit
         if missed and not hit:
             misses.append((code, row["repo"], row["path"], row["line"], row.get("shape", "")))
     print("\n| code | instances | found |\n|---|---|---|")
@@ -106,6 +110,10 @@ def score(results: Path, missed: bool = False) -> int:
         if totals[code]:
             print(f"| {code} | {totals[code]} | {hits[code]} |")
     print(f"\ncore recall: {sum(hits.values())}/{sum(totals.values())} = {sum(hits.values()) / max(sum(totals.values()), 1):.3f}")
+    if by_repo:
+        print("\n| repository | findings | TP | FP | instances found |\n|---|---:|---:|---:|---:|")
+        for repo, c in per_repo.items():
+            print(f"| {repo} | {c['TP'] + c['FP'] + c['untriaged']} | {c['TP']} | {c['FP']} | {c['found']} of {c['instances']} |")
     for key in untriaged:
         print("untriaged:", *key, sep="\t")
     for miss in sorted(misses):
@@ -119,13 +127,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--score", type=Path, metavar="RESULTS")
     parser.add_argument("--missed", action="store_true", help="with --score: list the instances not found")
+    parser.add_argument("--by-repo", action="store_true", help="with --score: findings and instances found per repository")
     args = parser.parse_args()
     if args.run:
         if args.out is None:
             parser.error("--run needs --out")
         run(args.run, args.out)
     if args.score:
-        return score(args.score, args.missed)
+        return score(args.score, args.missed, args.by_repo)
     return 0
 
 

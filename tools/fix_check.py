@@ -241,9 +241,13 @@ def _isolation() -> list[str]:
 ISOLATION: list[str] | None = None
 
 
+# The key of a run's checks under which why it did not run is kept (the `runs` check's message).
+WHY = "why"
+
+
 def verify(script: Path, timeout: float, max_steps: int) -> dict[str, str]:
     """The status of each check of a run of ``script`` (``runs`` FAIL when the run gave no
-    report), run from the script's folder."""
+    report), run from the script's folder; ``WHY``: why it did not run, when it did not."""
     global ISOLATION
     if ISOLATION is None:
         ISOLATION = _isolation()
@@ -254,10 +258,18 @@ def verify(script: Path, timeout: float, max_steps: int) -> dict[str, str]:
         run = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout + 30,
                              env=env, stdin=subprocess.DEVNULL, preexec_fn=_limit_memory)
         report = json.loads(run.stdout[run.stdout.index("{"):]) if "{" in run.stdout else {}
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
+    except subprocess.TimeoutExpired:
+        return {"runs": "FAIL", WHY: f"no report within {timeout + 30:.0f} s"}
+    except (json.JSONDecodeError, ValueError):
         report = {}
     checks = {c["check"]: c["status"] for c in report.get("checks", [])}
-    return checks or {"runs": "FAIL"}
+    if not checks:
+        last = (run.stderr or run.stdout or "").strip().splitlines()
+        return {"runs": "FAIL", WHY: f"no report ({last[-1][:200] if last else f'exit {run.returncode}'})"}
+    runs = next((c for c in report["checks"] if c["check"] == "runs"), None)
+    if runs is not None and runs["status"] != "PASS":
+        checks[WHY] = " ".join(str(runs.get("message", "")).split())[:200]
+    return checks
 
 
 def _limit_memory() -> None:
@@ -384,7 +396,7 @@ def _run_scripts(corpora, modes, scratch, pristine, jobs, run_timeout, max_steps
         applied.setdefault((fix.mode, fix.file), []).append(fix)
     for script, checks in originals.items():
         if not runnable(checks):
-            result.runs[script] = "not runnable here"
+            result.runs[script] = f"not runnable here: {checks.get(WHY) or 'runs ' + checks.get('runs', '?')}"
             continue
         verdicts = []
         for mode in modes:
@@ -448,7 +460,7 @@ def summary(result: Result, modes: tuple[str, ...]) -> list[str]:
         broken = sum(1 for b in result.broken if b[0] == mode)
         lines.append(f"{mode}: {len(result.changed.get(mode, []))} files changed, {len(fixes)} fixes applied "
                      f"({rules or 'none'}); {broken} broken")
-    runs = Counter("not runnable here" if v == "not runnable here" else ("broken" if "FAIL" in v else "ran")
+    runs = Counter("not runnable here" if v.startswith("not runnable here") else ("broken" if "FAIL" in v else "ran")
                    for v in result.runs.values())
     if result.runs:
         lines.append(f"runs: {len(result.runs)} changed scripts tried: {runs['ran']} ran before and after the fixes, "

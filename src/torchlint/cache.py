@@ -66,10 +66,11 @@ def key(source: bytes, rules: Sequence[type[Rule]], with_edits: bool, suffix: st
     return digest.hexdigest()
 
 
-def summary_key(source: bytes, suffix: str) -> str:
-    """The key of a file's project-index summary: its content (and kind) alone."""
+def summary_key(source: bytes, suffix: str, kind: str = "summary") -> str:
+    """The key of a file's project-index summary (``kind`` "loads": its reads of what it
+    loads alone): its content (and kind) alone."""
     digest = sha256()
-    digest.update(f"{code_version()}|summary|{suffix}|".encode())
+    digest.update(f"{code_version()}|{kind}|{suffix}|".encode())
     digest.update(source)
     return digest.hexdigest()
 

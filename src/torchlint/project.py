@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from torchlint.semantic.index import ProjectIndex, module_files
-from torchlint.semantic.summary import ModuleSummary, summarize
+from torchlint.semantic.summary import ModuleSummary, module_loads_of, summarize
 from torchlint.semantic.supported_torch import marks_project
 
 # Enough to follow a package's __init__ re-exports down to the class that builds the layers.
@@ -50,6 +50,20 @@ class DiskFiles:
 
     def _summarize(self, source: bytes, suffix: str) -> ModuleSummary | None:
         return self._cached(source, suffix) if self._cached is not None else summarize_file_source(source, suffix)
+
+    def _loads(self, source: bytes, suffix: str) -> tuple[str, ...] | None:
+        if self.cache_root is None:
+            return module_loads_of_file_source(source, suffix)
+        from torchlint import cache
+
+        key = cache.summary_key(source, suffix, kind="loads")
+        found = cache.load(self.cache_root, key)
+        if isinstance(found, tuple):
+            return found
+        loads = module_loads_of_file_source(source, suffix)
+        if loads is not None:
+            cache.store(self.cache_root, key, loads)
+        return loads
 
     def is_file(self, path: str) -> bool:
         return os.path.isfile(path)
@@ -97,17 +111,17 @@ class DiskFiles:
                     return None
                 path = Path(folder) / name
                 summary = index.summaries.get(path)
-                if summary is None:
-                    source = _read_file(path)
-                    # (Only a file that calls a `load` (`torch.load(`, `load(` imported from
-                    # torch) or names `torch.load` can read one: `DataLoader(` and
-                    # `load_state_dict(` are no such call, and most files hold only those.)
-                    if source is None or not (b"load(" in source or b"torch.load" in source or b"load (" in source):
-                        continue
-                    summary = self._summarize(source, path.suffix)
                 if summary is not None:
-                    for read in summary.module_loads:
-                        found.setdefault(read, path.relative_to(top).as_posix())
+                    loads = summary.module_loads
+                else:
+                    source = _read_file(path)
+                    # (Only a file that names torch and a `load` (`torch.load`, `load`
+                    # imported from torch, perhaps under another name) can read one.)
+                    if source is None or b"load" not in source or b"torch" not in source:
+                        continue
+                    loads = self._loads(source, path.suffix) or ()  # (its reads alone, not a summary)
+                for read in loads:
+                    found.setdefault(read, path.relative_to(top).as_posix())
         return tuple(sorted(found.items()))
 
 
@@ -303,22 +317,48 @@ def summarize_file_source(source: bytes | str, suffix: str) -> ModuleSummary | N
     a cell that is not valid Python) may load a checkpoint."""
     if suffix != ".ipynb":
         return summarize(source)
-    from torchlint.notebook import notebook_code
-
-    parts = notebook_code(source if isinstance(source, bytes) else source.encode())
+    parts = _notebook_parts(source)
     if parts is None:
         return None
     kernel, written, hidden = parts
     summary = summarize(kernel)
     if summary is None:
         return None
-    loads = set(summary.module_loads)
+    loads = _notebook_loads(summary.module_loads, written, hidden)
+    return dataclasses.replace(summary, module_loads=loads) if set(loads) != set(summary.module_loads) else summary
+
+
+def module_loads_of_file_source(source: bytes | str, suffix: str) -> tuple[str, ...] | None:
+    """``summarize_file_source(source, suffix).module_loads``, without the rest of the
+    summary (``summary.module_loads_of``)."""
+    if suffix != ".ipynb":
+        return module_loads_of(source)
+    parts = _notebook_parts(source)
+    if parts is None:
+        return None
+    loads = module_loads_of(parts[0])
+    return _notebook_loads(loads, parts[1], parts[2]) if loads is not None else None
+
+
+def _notebook_parts(source: bytes | str) -> tuple[str, list[str], list[str]] | None:
+    """``notebook.notebook_code``: a notebook's kernel code, ``%%writefile`` modules and
+    hidden text."""
+    from torchlint.notebook import notebook_code
+
+    return notebook_code(source if isinstance(source, bytes) else source.encode())
+
+
+def _notebook_loads(kernel: tuple[str, ...], written: list[str], hidden: list[str]) -> tuple[str, ...]:
+    """A notebook's reads of its loads: its kernel code's, its ``%%writefile`` cells'
+    modules', and "?" where code the kernel runs but no summary reads (a masked IPython
+    line, a cell that is not valid Python) may load a checkpoint."""
+    loads = set(kernel)
     for module in written:
-        found = summarize(module)
-        loads.update(found.module_loads if found is not None else ("?",) if "load" in module else ())
+        found = module_loads_of(module)
+        loads.update(found if found is not None else ("?",) if "load" in module else ())
     if any("load" in text for text in hidden):
         loads.add("?")
-    return dataclasses.replace(summary, module_loads=tuple(sorted(loads))) if loads != set(summary.module_loads) else summary
+    return tuple(sorted(loads))
 
 
 def cached_summarize(root: Path) -> Callable[[bytes, str], ModuleSummary | None]:

@@ -224,8 +224,20 @@ class DeviceFacts:
     def _cuda_indices(self) -> dict[cst.ClassDef | None, set[int]]:
         """The CUDA device numbers written in each class of the file (None: outside any)."""
         found: dict[cst.ClassDef | None, set[int]] = defaultdict(set)
-        self.model.module.visit(_CudaIndices(found))
+        # (From the collecting pass's record of strings and calls: no walk of its own.)
+        for node in self.model.cuda_strings:
+            if cuda_string(node) and cuda_index(node) is not None:
+                found[self._class_around(node)].add(cuda_index(node))
+        for node in self.model.calls_in():
+            func = node.func
+            if type(func) is cst.Attribute and func.attr.value == "cuda" and node.args:
+                value = node.args[0].value
+                if isinstance(value, cst.Integer) and value.value.isdigit():
+                    found[self._class_around(node)].add(int(value.value))
         return found
+
+    def _class_around(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        return next((a for a in self.model.ancestors(node) if isinstance(a, cst.ClassDef)), None)
 
     def _reset_by_choice(self, node: cst.CSTNode) -> bool:
         """A CUDA value given to ``self.<attr>`` in a method whose class (or a base of it in
@@ -980,28 +992,3 @@ def _names(expr: cst.BaseExpression) -> list[cst.Name]:
 
     expr.visit(Names())
     return found
-
-
-class _CudaIndices(cst.CSTVisitor):
-    """The CUDA device numbers written in each class of a file (``DeviceFacts._cuda_indices``)."""
-
-    def __init__(self, found: dict) -> None:
-        self.found = found
-        self.classes: list[cst.ClassDef | None] = [None]
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.classes.pop()
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if cuda_string(node) and cuda_index(node) is not None:
-            self.found[self.classes[-1]].add(cuda_index(node))
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and node.args:
-            value = node.args[0].value
-            if isinstance(value, cst.Integer) and value.value.isdigit():
-                self.found[self.classes[-1]].add(int(value.value))

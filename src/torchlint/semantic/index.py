@@ -174,21 +174,21 @@ class ProjectIndex:
                 if key is not None:
                     referenced.add(key)
         self._callers, self._referenced = callers, referenced
-        method_sites: dict[str, list[tuple[Path, str, bool, bool, bool]]] = {}
+        method_sites: dict[str, list[tuple[Path, str, bool, bool, bool, str]]] = {}
         method_refs: dict[str, set[Path]] = {}
         for path in sorted(sources):
             summary = self.summaries[path]
-            for name, body, used, grad_off, returning in summary.method_calls:
-                method_sites.setdefault(name, []).append((path, body, used, grad_off, returning))
+            for name, *site in summary.method_calls:
+                method_sites.setdefault(name, []).append((path, *site))
             for name in summary.method_references:
                 method_refs.setdefault(name, set()).add(path)
         self._method_sites, self._method_refs = method_sites, method_refs
 
-    def method_callers(self, name: str) -> tuple[list[tuple[Path, str, bool, bool, bool]], set[Path]]:
+    def method_callers(self, name: str) -> tuple[list[tuple[Path, str, bool, bool, bool, str]], set[Path]]:
         """The calls ``x.name(...)`` in the index, by file (with the calling body, whether the
-        result is used, whether it runs with gradients off or in code a framework owns, and
-        whether the calling function returns a value), and the files that read ``.name``
-        other than by calling it."""
+        result is used, whether it runs with gradients off or in code a framework owns,
+        whether the calling function returns a value, and the class of a call on ``self``),
+        and the files that read ``.name`` other than by calling it."""
         self._link_callers()
         return self._method_sites.get(name, []), self._method_refs.get(name, set())
 

@@ -187,6 +187,10 @@ class _Collector(FastDispatch, cst.CSTVisitor):
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.class_stack.pop()
 
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if "cuda" in node.value:
+            self.model.cuda_strings.append(node)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.function_stack.append(node)
         self.model.functions.setdefault(node.name.value, []).append(node)
@@ -343,6 +347,7 @@ class FileModel:
         # The SCANNED nodes in walk order, each with True where it is entered and (for
         # SCANNED_ENDS) False where it is left.
         self.scanned: list[tuple[cst.CSTNode, bool]] = []
+        self.cuda_strings: list[cst.SimpleString] = []  # strings that name CUDA (`"cuda:1"`), in walk order
         self.order: dict[cst.CSTNode, int] = {}  # each node's index in a pre-order walk
         self.last_inside: dict[cst.CSTNode, int] = {}  # the index of the last node of its subtree
         self._start_keys: dict[cst.CSTNode, float] = {}  # start_key's answers
@@ -591,8 +596,9 @@ class FileModel:
             return None
         if isinstance(self.parent(function), cst.Module):
             return self.project.callers_hold(function.name.value, fact)
-        if isinstance(self.parent(self.parent(function)), cst.ClassDef):
-            return self.project.method_callers_hold(function.name.value, fact)
+        cls = self.parent(self.parent(function))
+        if isinstance(cls, cst.ClassDef):
+            return self.project.method_callers_hold(function.name.value, fact, _base_names(cls))
         return None
 
     def project_callers_backprop(self, function: cst.FunctionDef) -> bool | None:
@@ -604,8 +610,9 @@ class FileModel:
             return None
         if isinstance(self.parent(function), cst.Module):
             return self.project.callers_backprop(function.name.value)
-        if isinstance(self.parent(self.parent(function)), cst.ClassDef):
-            return self.project.method_callers_backprop(function.name.value)
+        cls = self.parent(self.parent(function))
+        if isinstance(cls, cst.ClassDef):
+            return self.project.method_callers_backprop(function.name.value, _base_names(cls))
         return None
 
     def project_module_loads(self) -> dict[str, str] | None:
@@ -699,6 +706,28 @@ class FileModel:
                 if kind is not None:
                     return kind
         return None
+
+    def parameter_free_class(self, cls: cst.ClassDef, seen: frozenset = frozenset()) -> bool:
+        """Whether an instance of a class of this file is known to hold no parameters: its
+        ``__init__`` (if any) calls nothing but ``super().__init__(...)`` (it stores plain
+        values), and each base is ``torch.nn.Module``, such a class of this file, or one of
+        another file of the project (``ProjectView.parameter_free``)."""
+        if not cls.bases or cls in seen:
+            return False
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                if any(not _super_init(c) for c in self.calls_in(statement)):
+                    return False
+        for base in cls.bases:
+            if (self.qualified_name(base.value) or "") in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                continue
+            local = self._local_class(base.value)
+            if local is not None:
+                if not self.parameter_free_class(local.node, seen | {cls}):
+                    return False
+            elif self._project_fact(base.value, "parameter_free") is not True:
+                return False
+        return True
 
     def _local_class(self, expr: cst.BaseExpression) -> ClassInfo | None:
         if not isinstance(expr, cst.Name):
@@ -1023,3 +1052,27 @@ _MODULE_ONLY_USES = frozenset(
 _MODULE_LIKE_USES = frozenset({"()", "to", "cuda", "state_dict", "load_state_dict"})
 # (Public for rules that prove a value a module by what is called on it: TL501's checkpoint entries.)
 MODULE_ONLY_USES = _MODULE_ONLY_USES
+
+
+def _base_names(cls: cst.ClassDef) -> tuple[str, ...]:
+    """The names a class's bases are spelled with, last parts (``nn.Module``: ``Module``):
+    another file's class of one of these names may be one it derives from."""
+    names = []
+    for base in cls.bases:
+        value = base.value
+        while isinstance(value, cst.Attribute):
+            value = value.attr
+        if isinstance(value, cst.Name):
+            names.append(value.value)
+    return tuple(sorted(names))
+
+
+def _super_init(call: cst.Call) -> bool:
+    """``super().__init__(...)`` (``super(Net, self).__init__()``), or its ``super(...)``."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value == "super"
+    return (
+        isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+        and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
+    )

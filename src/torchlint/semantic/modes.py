@@ -291,9 +291,8 @@ class ModeFacts:
 
     def parameter_free(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """Whether the module is known to hold no parameters: every call that builds it is a
-        parameter-free ``torch.nn`` layer (``nn.ReLU()``) or a class of the file, subclassing
-        ``nn.Module`` alone, whose ``__init__`` (if any) builds nothing (it calls only
-        ``super().__init__()`` and stores plain values). Gradients on change nothing there."""
+        parameter-free ``torch.nn`` layer (``nn.ReLU()``) or a class of the file that builds
+        nothing (``SemanticModel.parameter_free_class``). Gradients on change nothing there."""
         values = self._module_values(model, function, frozenset())
         return bool(values) and all(self._builds_nothing(v) for v in values)
 
@@ -301,16 +300,7 @@ class ModeFacts:
         if self.model.devices.holds_no_tensors(call):
             return True
         cls = self._local_definition(call.func, cst.ClassDef)
-        if cls is None or len(cls.bases) != 1 or (self.model.qualified_name(cls.bases[0].value) or "") not in (
-            "torch.nn.Module", "torch.nn.modules.module.Module"
-        ):
-            return False
-        for statement in cls.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
-                calls = [c for c in self.calls_in.get(statement, ())]
-                if any(_code(c.func) not in ("super", "super().__init__") for c in calls):
-                    return False
-        return True
+        return cls is not None and self.model.parameter_free_class(cls)
 
     def known_mode_layers(self, model: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """As ``known_mode_dependent``, but a class that only reads ``self.training`` does not

@@ -45,6 +45,9 @@ class ClassSummary:
     # The bases no import of the file names, as written (``nn.Module`` where ``nn`` comes
     # from a ``from module import *``): looked up through the star imports when asked.
     unnamed_bases: tuple[str, ...] = ()
+    # Its ``__init__`` calls something other than ``super().__init__(...)``: it may build
+    # layers or parameters (``ProjectView.parameter_free``).
+    init_builds: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,11 @@ class ModuleSummary:
     references: tuple[str, ...] = ()
     # Calls of methods, ``x.name(...)`` on what no import names: (name, the top-level
     # function whose own body calls it or "", whether what it returns is used, whether it
-    # runs with gradients off, whether the calling function returns a value), once each;
-    # and the attribute names read other than by calling them (``callback=self.step``).
-    method_calls: tuple[tuple[str, str, bool, bool, bool], ...] = ()
+    # runs with gradients off, whether the calling function returns a value, and for a
+    # call on ``self`` in a method, its class's name: it reaches that class's method or a
+    # subclass's, else ""), once each; and the attribute names read other than by calling
+    # them (``callback=self.step``).
+    method_calls: tuple[tuple[str, str, bool, bool, bool, str], ...] = ()
     method_references: tuple[str, ...] = ()
     star_imports: tuple[str, ...] = ()  # the modules of `from M import *` ("" parts relative: "..network")
     # What the file reads as a module of what ``torch.load`` gives (``_Sites._module_read``):
@@ -160,6 +165,37 @@ def summarize(source: bytes | str, tree: ast.Module | None = None, memo: LintMem
         return _Summarizer(lambda: [body], source_rows(source) if memo is not None else None, memo).summary()
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+@cyclic_gc_paused
+def module_loads_of(source: bytes | str) -> tuple[str, ...] | None:
+    """``summarize(source).module_loads`` without the rest of the summary (what a project's
+    loaders of checkpoints are asked: a file read only for them). Only the top-level
+    statements that can load (their text names a ``load``) or read a name a module-level load
+    bound are walked, and only for loads; None when the source does not parse."""
+    try:
+        tree = syntax_tree(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    rows = source_rows(source)
+    summarizer = _Summarizer(lambda: [tree.body])
+    # What a load is spelled with: `load` (`torch.load`, `t.load`), or a name it is imported as.
+    words = ["load", *(name for name, qualified in summarizer.imports.items() if qualified == "torch.load")]
+    if isinstance(source, bytes):
+        words = [w.encode() for w in words]
+    empty = words[0][:0]
+    sites = _Sites(summarizer, loads_only=True)
+    try:
+        for node in tree.body:
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            text = empty.join(rows[first - 1 : node.end_lineno])
+            if sites.module_body.loaded or any(word in text for word in words):
+                sites.visit(node)
+                sites.called.clear()
+                sites.discarded.clear()
+    except RecursionError:
+        return None
+    return tuple(sorted(sites.module_loads))
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -452,7 +488,8 @@ class _Summarizer:
         methods, forward_methods = self._forward_methods(node)
         unnamed = tuple(d for b, q in zip(node.bases, bases) if not q and (d := _dotted(b)) is not None)
         return ClassSummary(
-            node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods, unnamed
+            node.name, bases, mode_layers, unknown, tuple(dict.fromkeys(calls)), methods, forward_methods, unnamed,
+            init_builds=_init_builds(node),
         )
 
     def _forward_methods(self, node: ast.ClassDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -615,18 +652,19 @@ class _Sites(ast.NodeVisitor):
     evaluation facts judge a same-file call: gradients, the modes switched before it, who owns
     the code), and the names of possible project functions passed around as values."""
 
-    def __init__(self, summarizer: _Summarizer) -> None:
+    def __init__(self, summarizer: _Summarizer, loads_only: bool = False) -> None:
         from torchlint.semantic.model import MODULE_RETURNS_SELF
         from torchlint.semantic.evaluation import _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
         from torchlint.semantic.modes import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
 
         self.summarizer = summarizer
+        self.loads_only = loads_only  # only ``module_loads`` is asked (``module_loads_of``)
         self.returns_self = MODULE_RETURNS_SELF
         self.hooks, self.frameworks = _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
         self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
         self.calls: list[CallSite] = []
         self.references: list[str] = []
-        self.method_calls: list[tuple[str, str, bool, bool, bool]] = []
+        self.method_calls: list[tuple[str, str, bool, bool, bool, str]] = []
         self.method_references: list[str] = []
         self.module_body = self.body = _Body("", owned=False, grad=False)  # the body being walked
         self.grad_withs = 0  # `with no_grad()` blocks around the current node, in this body
@@ -673,6 +711,12 @@ class _Sites(ast.NodeVisitor):
         for item in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
             if item is not None:
                 self.visit(item)
+        if self.loads_only:  # a body of its own, its loads added where they are found
+            saved = self.body
+            self.body = _Body(node.name if not self.scopes else "", False, False)
+            self._walk_body(node)
+            self.body = saved
+            return
         cls = self.scopes[-1] if self.scopes and isinstance(self.scopes[-1], ast.ClassDef) else None
         # A decorator does not cover a coroutine's body; a nested function runs where it is
         # defined as far as the evaluation facts go (they look at every enclosing block).
@@ -755,7 +799,7 @@ class _Sites(ast.NodeVisitor):
     # --- gradients
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
-        grad = any(self._grad_context(item.context_expr) for item in node.items)
+        grad = not self.loads_only and any(self._grad_context(item.context_expr) for item in node.items)
         for item in node.items:
             self.visit(item)
         self.grad_withs += grad
@@ -791,10 +835,11 @@ class _Sites(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
-        if self.body is self.module_body and not self.scopes:
+        if self.body is self.module_body and not self.scopes and not self.loads_only:
             self._alias(node)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            self.body.built[node.targets[0].id] = self._built(node.value)
+            if not self.loads_only:
+                self.body.built[node.targets[0].id] = self._built(node.value)
             key = self._loaded_key(node.value)
             if key is None:
                 self.body.loaded.pop(node.targets[0].id, None)
@@ -910,6 +955,8 @@ class _Sites(ast.NodeVisitor):
         ):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 self._module_read(arg.value if isinstance(arg, ast.Starred) else arg)
+        if self.loads_only:
+            return
         target = self.summarizer.callable_name(node.func)
         grad_off = self.body.grad or self.grad_withs > 0 or self.body.grad_statement
         if target is not None and not any(isinstance(a, ast.Starred) for a in node.args):
@@ -929,7 +976,8 @@ class _Sites(ast.NodeVisitor):
         func = node.func
         if target is None and isinstance(func, ast.Attribute):
             self.method_calls.append(
-                (func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned), self.body.returning)
+                (func.attr, self.body.function, id(node) not in self.discarded, bool(grad_off or self.body.grad_owned),
+                 self.body.returning, self._self_class(func))
             )
         if (isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward")) or (
             self.summarizer.qualify(func) or ""
@@ -942,16 +990,24 @@ class _Sites(ast.NodeVisitor):
             else:
                 self.body.modes[:] = [event]  # what came before no longer matters
 
+    def _self_class(self, func: ast.Attribute) -> str:
+        """For ``self.name`` in a method (the function right inside a class), that class's
+        name; else ""."""
+        if not (isinstance(func.value, ast.Name) and func.value.id == "self" and len(self.scopes) >= 2):
+            return ""
+        method, cls = self.scopes[-1], self.scopes[-2]
+        return cls.name if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(cls, ast.ClassDef) else ""
+
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load) and id(node) not in self.called:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called and not self.loads_only:
             self._reference(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if isinstance(node.ctx, ast.Load) and id(node) not in self.called:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called and not self.loads_only:
             self.method_references.append(node.attr)
         if node.attr not in _MAPPING_METHODS:
             self._module_read(node.value)  # checkpoint["model"].eval()
-        if isinstance(node.ctx, ast.Load) and id(node) not in self.called and _dotted(node) is not None:
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.called and _dotted(node) is not None and not self.loads_only:
             self._reference(node)
             return
         self.generic_visit(node)
@@ -960,6 +1016,27 @@ class _Sites(ast.NodeVisitor):
         target = self.summarizer.callable_name(node)
         if target is not None:
             self.references.append(target)
+
+
+def _init_builds(cls: ast.ClassDef) -> bool:
+    """Whether the class's own ``__init__`` calls anything but ``super().__init__(...)``
+    (``super(Net, self).__init__()``): it may build layers or parameters; storing plain
+    values (``self.alpha = alpha``) builds nothing."""
+    for statement in cls.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == "__init__":
+            for sub in _walk_function(statement):
+                if isinstance(sub, ast.Call) and not _is_super_init(sub) and not _is_super_call(sub):
+                    return True
+    return False
+
+
+def _is_super_call(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Name) and call.func.id == "super"
+
+
+def _is_super_init(call: ast.Call) -> bool:
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "__init__" and isinstance(func.value, ast.Call) and _is_super_call(func.value)
 
 
 def _returns_value(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -6,7 +6,8 @@ carries it, ``ProjectIndex.target_torch``), else what the project declares it re
 torch: ``pyproject.toml`` (``[project]`` dependencies and optional dependencies, Poetry's
 dependencies and groups), ``requirements*.txt`` (and ``requirements/*.txt``), ``setup.cfg``
 (``install_requires``, ``extras_require``), ``setup.py`` (the literal ``install_requires``
-list, read with ``ast``, never run) and ``environment.yml``. The oldest supported version is
+list, read with ``ast``, never run) and conda environment files (``environment.yml``, ``env.yml``,
+``conda.yaml``). The oldest supported version is
 the lower bound (``torch>=1.13``: 1.13; ``torch==2.0.1``: 2.0; ``torch~=2.1``: 2.1); with
 several declarations, the lowest; a declaration with no lower bound (``torch``,
 ``torch<2``), or none at all: unknown (None).
@@ -35,6 +36,8 @@ _REQUIREMENT = re.compile(r"^\s*(?:[\w.-]+::)?(?:torch|pytorch)(?![\w.-])\s*(?:\
 _SPECIFIER = re.compile(r"^\s*(===|~=|==|>=|<=|!=|<|>|=|\^|~)?\s*v?(\d+)(?:\.(\d+|\*))?")
 _LOWER = ("===", "~=", "==", ">=", ">", "=", "^", "~", None)
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# A conda environment file's names: `environment.yml`, `env.yml`, `environment-gpu.yaml`, `conda.yml`.
+_CONDA_ENVIRONMENT = re.compile(r"(?:environment|env|conda)(?:[._-][\w.-]*)?\.ya?ml")
 
 
 def marks_project(folder: Path) -> bool:
@@ -251,7 +254,17 @@ def _from_environment(path: Path) -> list[Bounds]:
     text = _read_text(path)
     if text is None:
         return []
-    items = [m.group(1) for m in re.finditer(r"^\s*-\s*['\"]?([^'\"\n]+)", text, re.MULTILINE)]
+    # The items of its `dependencies:` (and their `- pip:` list), not of `channels:` (a
+    # `- pytorch` channel is no requirement).
+    items, section = [], None
+    for line in text.splitlines():
+        top = re.match(r"^([A-Za-z_][\w-]*)\s*:", line)
+        if top:
+            section = top.group(1)
+            continue
+        item = re.match(r"^\s*-\s*['\"]?([^'\"\n]+)", line)
+        if item and section == "dependencies":
+            items.append(item.group(1))
     # conda's single `=` (`pytorch=2.0`) reads as pip's `==`.
     return _lines_bounds(items)
 
@@ -272,7 +285,7 @@ def _declarations(folder: Path) -> list[Bounds]:
             found += _from_setup_cfg(path)
         elif lower == "setup.py":
             found += _from_setup_py(path)
-        elif lower in ("environment.yml", "environment.yaml"):
+        elif _CONDA_ENVIRONMENT.fullmatch(lower):
             found += _from_environment(path)
         elif lower.startswith("requirements") and lower.endswith(".txt"):
             found += _from_requirements(path)

@@ -236,6 +236,33 @@ class ProjectView:
 
     # --- layers that train mode changes
 
+    def parameter_free(self, qname: str) -> bool | None:
+        """Whether an instance of the project class ``qname`` holds no parameters: its
+        ``__init__`` and every base's build nothing, and its bases end at ``torch.nn.Module``
+        (``ClassSummary.init_builds``). None when ``qname`` is no project class or a base is
+        not known."""
+        found = self.symbol(qname)
+        if found is None or not isinstance(found.definition, ClassSummary):
+            return None
+        return self._parameter_free(found, 0)
+
+    def _parameter_free(self, found: Symbol, depth: int) -> bool | None:
+        definition = found.definition
+        if definition.init_builds:
+            return False
+        if definition.unnamed_bases or not definition.bases or depth > _MAX_RESOLUTION:
+            return None
+        for base in definition.bases:
+            if base in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                continue
+            parent = self.symbol(base, found.path) if base else None
+            if parent is None or not isinstance(parent.definition, ClassSummary):
+                return None
+            answer = self._parameter_free(parent, depth + 1)
+            if answer is not True:
+                return answer
+        return True
+
     def mode_layers(self, qname: str) -> bool | None:
         """Whether what calling ``qname`` builds holds a layer that train mode changes: True
         when it is known to, False when every layer is visible and none does, None when
@@ -473,7 +500,7 @@ class ProjectView:
                 return True
         return False
 
-    def method_callers_backprop(self, name: str) -> bool | None:
+    def method_callers_backprop(self, name: str, bases: tuple[str, ...] = ()) -> bool | None:
         """As ``callers_backprop``, for a method of this file's classes: whether a call
         ``x.name(...)`` in another file may differentiate what it returns (its result used in
         a body that calls a backward pass, or in a function that returns a value). True when
@@ -481,12 +508,12 @@ class ProjectView:
         unknown); None when no other file calls it.
         Calls of any object's method of that name count: which class a call reaches is not
         known, and more calls only make the answer less often False."""
-        sites = self._method_sites_elsewhere(name)
+        sites = self._method_sites_elsewhere(name, bases)
         if sites is None:
             return True
         if not sites:
             return None
-        for path, body, used, _, returning in sites:
+        for path, body, used, _, returning, _ in sites:
             if used and returning:
                 return True  # given on to that function's callers, which are not followed
             summary = self.index.summary(path)
@@ -494,7 +521,7 @@ class ProjectView:
                 return True
         return False
 
-    def method_callers_hold(self, name: str, fact: str) -> bool | None:
+    def method_callers_hold(self, name: str, fact: str, bases: tuple[str, ...] = ()) -> bool | None:
         """As ``callers_hold``, for a method of this file's classes, for ``"grad"``: whether
         every call ``x.name(...)`` in another file runs with gradients off (or in code a
         framework owns). True when another file reads ``.name`` other than by calling it (its
@@ -502,19 +529,21 @@ class ProjectView:
         any object's method of that name count, as in ``method_callers_backprop``."""
         if fact != "grad":
             return None
-        sites = self._method_sites_elsewhere(name)
+        sites = self._method_sites_elsewhere(name, bases)
         if sites is None:
             return True
-        return all(grad_off for _, _, _, grad_off, _ in sites) if sites else None
+        return all(grad_off for _, _, _, grad_off, _, _ in sites) if sites else None
 
-    def _method_sites_elsewhere(self, name: str) -> list[tuple[Path, str, bool, bool, bool]] | None:
-        """The calls ``x.name(...)`` in the project's other files (``ProjectIndex.method_callers``);
-        None when another file reads ``.name`` other than by calling it (a callback: its
-        callers are unknown)."""
+    def _method_sites_elsewhere(self, name: str, bases: tuple[str, ...]) -> list[tuple[Path, str, bool, bool, bool, str]] | None:
+        """The calls ``x.name(...)`` in the project's other files (``ProjectIndex.method_callers``)
+        that may reach a method of a class whose bases are named ``bases``: a call on
+        ``self`` in another file's class reaches that class's method (or a subclass's), so
+        only one from a class of one of those names counts; None when another file reads
+        ``.name`` other than by calling it (a callback: its callers are unknown)."""
         sites, references = self.index.method_callers(name)
         if references - {self.path}:
             return None
-        return [site for site in sites if site[0] != self.path]
+        return [site for site in sites if site[0] != self.path and (not site[5] or site[5] in bases)]
 
     def _holds(self, path: Path, call: CallSite, fact: str, seen: frozenset) -> bool:
         if call.owned:
@@ -635,6 +664,7 @@ QUESTIONS = (
     "call_kind", "class_kind", "mode_layers", "mode_effect", "requires_cuda", "callers_hold", "argument_kinds", "file_name",
     "callers_backprop", "runs_forward", "method_callers_backprop", "method_callers_hold", "star_imports_torch", "module_loads",
     "oldest_torch", "newest_torch", "returns_argument", "gives_no_graph", "imports_cuda_only", "argument_mode_layers",
+    "parameter_free",
 )
 
 
@@ -663,6 +693,9 @@ class AskedView:
 
     def mode_layers(self, qname: str) -> bool | None:
         return self._ask("mode_layers", qname)
+
+    def parameter_free(self, qname: str) -> bool | None:
+        return self._ask("parameter_free", qname)
 
     def mode_effect(self, qname: str) -> str | None:
         return self._ask("mode_effect", qname)
@@ -697,11 +730,11 @@ class AskedView:
     def runs_forward(self, qname: str, method: str) -> bool | None:
         return self._ask("runs_forward", qname, method)
 
-    def method_callers_backprop(self, name: str) -> bool | None:
-        return self._ask("method_callers_backprop", name)
+    def method_callers_backprop(self, name: str, bases: tuple[str, ...] = ()) -> bool | None:
+        return self._ask("method_callers_backprop", name, bases)
 
-    def method_callers_hold(self, name: str, fact: str) -> bool | None:
-        return self._ask("method_callers_hold", name, fact)
+    def method_callers_hold(self, name: str, fact: str, bases: tuple[str, ...] = ()) -> bool | None:
+        return self._ask("method_callers_hold", name, fact, bases)
 
     def star_imports_torch(self, module: str) -> bool | None:
         return self._ask("star_imports_torch", module)
