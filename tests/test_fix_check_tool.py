@@ -174,3 +174,14 @@ def test_a_script_that_cannot_run_here_says_why(tmp_path):
     assert "a_package_nobody_has" in checks[fix_check.WHY]
     script.write_text("print(open('absent.csv').read())\n")
     assert "absent.csv" in fix_check.verify(script, 60, 3)[fix_check.WHY]
+
+
+def test_a_script_inside_a_package_imports_it(tmp_path):
+    """``model/msls/run.py`` importing ``msls.utils`` runs with ``model/`` on the path."""
+    package = tmp_path / "model" / "msls"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "utils.py").write_text("VALUE = 3\n")
+    (package / "run.py").write_text("from msls.utils import VALUE\nprint(VALUE)\n")
+    assert fix_check.import_roots(package / "run.py") == [package, tmp_path / "model"]
+    assert fix_check.verify(package / "run.py", 60, 3)["runs"] == "PASS"

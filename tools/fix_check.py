@@ -253,7 +253,7 @@ def verify(script: Path, timeout: float, max_steps: int) -> dict[str, str]:
         ISOLATION = _isolation()
     command = [*ISOLATION, sys.executable, "-m", "torchlint", "verify", "--device", "cpu", "--max-steps", str(max_steps),
                "--timeout", str(timeout), "--output-format", "json", script.name]
-    env = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join([str(script.parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join([*map(str, import_roots(script)), os.environ.get("PYTHONPATH", "")])}
     try:
         run = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout + 30,
                              env=env, stdin=subprocess.DEVNULL, preexec_fn=_limit_memory)
@@ -270,6 +270,19 @@ def verify(script: Path, timeout: float, max_steps: int) -> dict[str, str]:
     if runs is not None and runs["status"] != "PASS":
         checks[WHY] = " ".join(str(runs.get("message", "")).split())[:200]
     return checks
+
+
+def import_roots(script: Path) -> list[Path]:
+    """Where a script's imports are looked for: its folder, and the folder that holds the
+    package it is part of (``model/msls/run.py`` in a package ``msls`` imports
+    ``msls.utils``: ``model/`` is on the path, as when the project runs it)."""
+    roots = [script.parent]
+    package = script.parent
+    while (package / "__init__.py").is_file() and package.parent != package:
+        package = package.parent
+    if package != script.parent:
+        roots.append(package)
+    return roots
 
 
 def _limit_memory() -> None:
