@@ -43,3 +43,11 @@ class UnusedNoqa(Rule):
     code = "TL001"
     name = "unused-noqa"
     message = "unused `noqa` directive"
+
+    @staticmethod
+    def known_codes() -> list[str]:
+        """Every rule's code: a directive's code that is none of them names no rule. (Asked
+        by the engine, which knows no rule but the ones it is given.)"""
+        from torchlint.rules import all_rules
+
+        return [r.code for r in all_rules()]

@@ -134,11 +134,12 @@ def _in(module: str, *prefixes: str) -> bool:
 
 
 TEXT = ("torchlint.text", "torchlint.positions", "torchlint.traversal", "torchlint.pieces", "torchlint._startup")
-ENGINE = ("torchlint.rule", "torchlint.engine", "torchlint.notebook", "torchlint.cache")
+ENGINE = ("torchlint.rule", "torchlint.engine", "torchlint.notebook", "torchlint.cache", "torchlint.suppression")
 SEMANTIC = ("torchlint.semantic",)
 RULE_BASES = ("torchlint.torch_rule", "torchlint.rules")
 APPLICATION = (
     "torchlint.project", "torchlint.runner", "torchlint.config", "torchlint.files", "torchlint.output",
+    "torchlint.noqa", "torchlint.exclusion", "torchlint.cli_options",
     "torchlint.output_json", "torchlint.cli", "torchlint.lsp", "torchlint.runtime", "torchlint.__main__",
 )
 # What each layer may not import: everything above it.
@@ -163,5 +164,33 @@ def test_no_layer_imports_one_above_it(layer, above):
 
 
 def test_every_module_has_a_layer():
-    everything = TEXT + ENGINE + SEMANTIC + RULE_BASES + APPLICATION + ("torchlint",)
+    everything = TEXT + ENGINE + SEMANTIC + RULE_BASES + APPLICATION
     assert [m for m in MODULES if not _in(m, *everything) and m != "torchlint"] == []
+
+
+# The semantic package's own layers, from the bottom: the vocabulary of PyTorch and helpers
+# that read nothing of a file's facts; the project index (summaries of files, the view a lint
+# asks); a file's facts (its model, then the facets built on it); the package's facade.
+SEMANTIC_LAYERS = [
+    ("vocabulary", "names", "frameworks", "torch_api", "supported_torch", "gradflow", "execution_order", "migration",
+     "readers", "references"),
+    ("summary", "pieces", "view", "index"),
+    ("model", "training", "devices", "forward", "modes", "evaluation"),
+    ("",),
+]
+
+
+def test_the_semantic_package_is_layered():
+    """A fact is a module that the facts above it ask: no module of the semantic package
+    imports one of a layer above its own (the project index never asks a file's facts)."""
+    layer_of = {f"torchlint.semantic.{m}" if m else "torchlint.semantic": i for i, names in enumerate(SEMANTIC_LAYERS) for m in names}
+    assert sorted(m for m in MODULES if _in(m, *SEMANTIC)) == sorted(layer_of)
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if module in layer_of
+        for target in targets
+        if target in layer_of and layer_of[target] > layer_of[module]
+    )
+    assert wrong == []
+    assert GRAPH["torchlint.semantic.vocabulary"] == set()  # (it asks nothing)

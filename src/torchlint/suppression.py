@@ -197,12 +197,11 @@ def unused_noqa(
     engine suppressed it on that line, not at file level, and the code names it);
     ``selected``, the codes of the rules selected for the file; ``failed``, those of the rules
     that raised on it (what they would have found is unknown: their codes are left alone);
-    ``rule``, TL001's rule class as selected (None: not selected)."""
+    ``rule``, TL001's rule class as selected (None: not selected), which knows every
+    rule's code (``known_codes``)."""
     if rule is None or not names_our_codes(text):
         return []
-    from torchlint.rules import all_rules
-
-    known = [r.code for r in all_rules()]
+    known = rule.known_codes()
     selected, failed = set(selected), set(failed)
     at_line = dataclasses.replace(suppressions, file=set(), file_all=False)
     at_file = dataclasses.replace(suppressions, lines={})

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 from libcst.metadata import GlobalScope
+from torchlint.semantic.vocabulary import (
+    _AVAILABILITY, _COLLECTIVES, _DEVICE_STRING, _gpu_only_module, _PARAMETER_FREE, DEVICE_NAME, Kind,
+)
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -40,8 +43,6 @@ _CUDA_STRING = re.compile(r"^cuda(:(?P<index>\d+))?$")
 # What a test mentions when it picks the device on purpose: an availability check, a flag
 # (`args.cuda`, `use_gpu`, `not args.no_cuda`), a device comparison (`device.type == "cuda"`).
 _CHOICE = re.compile(r"cuda|gpu|device|\bcpu\b|\bmps\b|is_cpu|is_available|accelerat|nccl|distributed|\bddp\b", re.IGNORECASE)
-# What a test mentions when it stops for a missing GPU (not `if args.device not in ...`).
-_AVAILABILITY = re.compile(r"cuda|gpu|is_available|device_count", re.IGNORECASE)
 # Functions, classes and files whose name says they are for the GPU (`to_gpu`, `benchmark_cuda`,
 # `low_vram_shift`, `wrap_in_dataparallel`: DataParallel needs GPUs; `_nccl_estimate`: NCCL
 # runs on CUDA only; a tutorial's `502_GPU.py`, a benchmark's `py_load_gpu_tensor.py`).
@@ -50,19 +51,6 @@ _GPU_NAME = re.compile(r"cuda|gpu|vram|data_?parallel|nccl", re.IGNORECASE)
 _EXIT_CALL = re.compile(r"^(exit|quit|_exit|skip|skipTest)$")
 # Context managers of tests that expect the code inside to fail.
 _EXPECTS_FAILURE = re.compile(r"\b(assertRaises\w*|raises)\(")
-# Names a script gives its device: `device`, `dev`, `DEVICE`, `train_device`.
-DEVICE_NAME = re.compile(r"^(device|dev|DEVICE|DEV)$|_(device|DEVICE)$")
-# Libraries that only run on an NVIDIA GPU: a file that imports one unconditionally is
-# CUDA-only by design, and so is the rest of the block (an `if` branch, a `try` body) that
-# imports one. Not here: DeepSpeed (it has CPU, XPU and NPU accelerators), bitsandbytes and
-# xformers (both have CPU code paths; bitsandbytes' 4- and 8-bit model loading is another
-# matter, see `_QUANTIZED_LOADING`), Accelerate and Lightning.
-_GPU_ONLY_MODULES = (
-    "apex", "triton", "cupy", "pycuda", "numba.cuda", "cuda", "cutlass", "torch.utils.cpp_extension", "flash_attn",
-    "tensorrt", "torch2trt", "kvikio", "deepspeed.ops.op_builder.GDSBuilder",  # GPUDirect Storage
-    "transformer_engine", "msamp",  # NVIDIA's and Microsoft's FP8 training libraries
-    "tilelang",  # GPU kernels written in TileLang (CUDA and ROCm targets)
-)
 # Keywords that load a model quantized by bitsandbytes (`from_pretrained(..., load_in_4bit=True)`,
 # `BitsAndBytesConfig(load_in_8bit=True)`): its 4- and 8-bit layers run on CUDA only.
 _QUANTIZED_LOADING = frozenset({"load_in_4bit", "load_in_8bit"})
@@ -81,14 +69,6 @@ _UNWEIGHTED_LOSSES = frozenset(
         "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     )
 )
-# torch.distributed collectives: with NCCL, the backend of GPU training, they need CUDA tensors.
-_COLLECTIVES = frozenset(
-    f"torch.distributed.{name}"
-    for name in (
-        "all_reduce", "all_gather", "all_gather_into_tensor", "all_to_all", "all_to_all_single", "broadcast", "reduce",
-        "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "send", "recv", "isend", "irecv",
-    )
-)
 # The temporary folders pytest gives a test: what a test loads from there, it wrote.
 _TEMPORARY_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_dir", "tmp_path_factory"})
 # What a device value means (``DeviceFacts.meaning``).
@@ -98,7 +78,6 @@ _AVAILABILITY_CALLS = frozenset(
     {"torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available", "torch.xpu.is_available",
      "torch.accelerator.is_available", "torch.accelerator.device_count"}
 )
-_DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|cpu|mps|xpu)$")
 # Calls whose "cuda" argument is a device *type* (autocast, grad scaling), not a placement.
 DEVICE_TYPE_CALLS = frozenset(
     {
@@ -426,7 +405,6 @@ class DeviceFacts:
         is bound: an activation, pooling or other parameter-free layer (``nn.ReLU()``), or a
         loss built without a weight tensor (``nn.CrossEntropyLoss()``, not
         ``nn.CrossEntropyLoss(weight=w)``), or such a module moved (``.cuda()``, ``.to()``)."""
-        from torchlint.semantic.forward import _PARAMETER_FREE
 
         if isinstance(expr, cst.Call):
             func = expr.func
@@ -570,7 +548,6 @@ class DeviceFacts:
 
     def in_module_forward(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is in ``forward`` of an ``nn.Module`` subclass."""
-        from torchlint.semantic.model import Kind
 
         function = self.model.enclosing_function(node)
         if function is None or function.name.value != "forward":
@@ -938,13 +915,6 @@ def _several(value: cst.BaseExpression) -> bool:
     return isinstance(value, (cst.List, cst.Tuple)) and len(value.elements) >= 2 and not any(
         isinstance(e, cst.StarredElement) for e in value.elements
     )
-
-
-def _gpu_only_module(module: str) -> bool:
-    """A GPU-only library, or a compiled CUDA kernel extension (``fused_layer_norm_cuda``)."""
-    if any(module == g or module.startswith(g + ".") for g in _GPU_ONLY_MODULES):
-        return True
-    return any(part.endswith("_cuda") for part in module.split("."))
 
 
 def _exit_of(block: cst.BaseSuite) -> str | None:

@@ -37,12 +37,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import libcst as cst
 
-from torchlint.semantic.model import MODULE_RETURNS_SELF
 from torchlint.semantic.gradflow import NEVER
-from torchlint.semantic.forward import _LOADS, EVAL, TRAIN, ForwardPasses, _chain_root, _code, _root, called_module
+from torchlint.semantic.forward import _LOADS, ForwardPasses, _chain_root, _code, _root, called_module
 from torchlint.semantic.modes import ModeFacts, _ModeEvent
 from torchlint.semantic.training import DETACHING_METHODS, GRAPH_KEEPING
 from torchlint.semantic.names import _EVAL_FUNCTION_WORDS, _GENERATION_WORDS, _is_eval_data_name, _maybe_eval_data, words
+from torchlint.semantic.vocabulary import (
+    _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS, EVAL, Kind, MODULE_RETURNS_SELF, TRAIN,
+)
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -54,17 +56,7 @@ _RANDOM_TENSORS = frozenset(
 _SHAPE_READS = frozenset({"shape", "size", "dim", "ndim"})
 
 
-# Methods only an nn.Module has: a receiver of one is a module.
-_GRAD_CONTEXTS = frozenset(
-    {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad",
-     "torch.autograd.no_grad", "torch.autograd.enable_grad", "torch.autograd.set_grad_enabled",
-     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-     "torch.autograd.grad_mode.set_grad_enabled", "torch.autograd.grad_mode.enable_grad"}
-)
-_GRAD_CONTEXT_TEXT = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 _EXITS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
-
-
 
 
 @dataclass
@@ -99,8 +91,6 @@ class EvalScope:
     @property
     def model(self) -> cst.BaseExpression:
         return called_module(self.forwards[0])
-
-
 
 
 class _Scan:
@@ -615,7 +605,6 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         through the project index, of another file of the project) shows it. A library's
         class may turn gradients off in its own ``forward`` or ``generate`` (YOLO's AutoShape,
         Hugging Face's ``generate``), which the project does not show."""
-        from torchlint.semantic.model import Kind
 
         func = call.func
         if not call.args or not isinstance(func, (cst.Name, cst.Attribute)):

@@ -11,30 +11,16 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.semantic.model import MODULE_RETURNS_SELF, call_argument
+from torchlint.semantic.model import call_argument
 from torchlint.semantic.training import code
 from torchlint.semantic.names import _EvalDataNames, _is_model_noun, words
+from torchlint.semantic.vocabulary import (
+    _PARAMETER_FREE, EVAL, Kind, MODULE_RETURNS_SELF, TRAIN,
+)
 
 
-EVAL, TRAIN = "eval", "train"
 _LOADS = frozenset({"torch.load", "torch.jit.load"})
 _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
-# `torch.nn` modules without parameters: functions of their inputs (`cos = nn.CosineSimilarity()`,
-# `softmax = nn.Softmax(dim=1)`). Running one runs no model: a graph there is its input's.
-_PARAMETER_FREE = frozenset(
-    f"torch.nn.{name}"
-    for name in (
-        "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Softmax",
-        "LogSoftmax", "Softmin", "Softmax2d", "Softplus", "Softsign", "Softshrink", "Hardshrink", "Hardtanh",
-        "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold", "GLU", "LogSigmoid", "CosineSimilarity",
-        "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten",
-        "Unflatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle",
-        "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-        "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
-        "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ChannelShuffle",
-    )
-)
 
 _MODULE_ONLY_METHODS = ("load_state_dict", "parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval")
 
@@ -248,7 +234,6 @@ class ForwardPasses:
         when known: one without arguments is not taken for a forward pass on the name alone
         (``solver.model()`` of z3 returns the solution found; a model is given its input).
         Without ``guess``, only what the file shows counts, never the name."""
-        from torchlint.semantic.model import Kind
 
         if not isinstance(expr, (cst.Name, cst.Attribute)):
             return False
@@ -336,7 +321,6 @@ class ForwardPasses:
 
     def _param_given_module(self, name: cst.Name, function: cst.FunctionDef | None) -> bool:
         """A parameter that some call in the file passes a known module to."""
-        from torchlint.semantic.model import Kind
 
         for f in self._enclosing_functions(function):
             params = [p.name.value for p in f.params.params]

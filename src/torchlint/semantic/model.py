@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,63 +34,15 @@ from libcst.metadata import (
 )
 
 from torchlint.traversal import STATEMENTS, FastDispatch, ScopeProvider, checkpoints, release_scopes
+from torchlint.semantic.vocabulary import (
+    _BASE_KINDS, _module_class_kind, Kind, MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS,
+)
 
 if TYPE_CHECKING:
     from torchlint.semantic.view import ProjectView
 
 
-class Kind(enum.Enum):
-    MODULE = "nn.Module"
-    OPTIMIZER = "optimizer"
-    SCHEDULER = "LR scheduler"
-    LOSS = "loss function"
-    SCALER = "GradScaler"
-
-
-# Methods of an nn.Module that return the module itself.
-MODULE_RETURNS_SELF = frozenset(
-    {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16", "requires_grad_", "apply",
-     "to_empty", "share_memory", "xpu", "mps", "type"}
-)
-# Attributes of a wrapper module that hold the wrapped module (DataParallel, DDP, torch.compile).
-MODULE_WRAPPED_ATTRS = frozenset({"module", "_orig_mod"})
-
-_NOT_MODULE_CLASSES = frozenset(
-    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter",
-     "torch.nn.UninitializedBuffer"}
-)
-# Packages under torch.nn whose classes are not modules (pruning methods, PackedSequence,
-# SDPBackend, BlockMask, parameters).
-_NOT_MODULE_PACKAGES = ("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.attention.", "torch.nn.parameter.")
 _MODULE_FACTORIES_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
-
-
-def _module_class_kind(qname: str) -> Kind | None:
-    """The kind of object that calling the class or factory ``qname`` builds."""
-    if qname in _NOT_MODULE_CLASSES:
-        return None
-    head, _, last = qname.rpartition(".")
-    if qname.startswith("torch.nn.") and not qname.startswith(_NOT_MODULE_PACKAGES) and last[:1].isupper():
-        if last.endswith("Loss"):
-            return Kind.LOSS
-        return Kind.MODULE
-    if qname.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
-        return Kind.SCHEDULER
-    if qname == "torch.optim.swa_utils.AveragedModel":
-        return Kind.MODULE
-    if qname == "torch.optim.swa_utils.SWALR":
-        return Kind.SCHEDULER
-    if qname.startswith("torch.optim.") and last[:1].isupper() and not qname.startswith("torch.optim.swa_utils."):
-        return Kind.OPTIMIZER
-    if qname in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cpu.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"):
-        return Kind.SCALER
-    if qname.startswith("torchvision.models.") and last[:1].islower() and not head.endswith(("_utils", "utils")):
-        return Kind.MODULE
-    if qname in ("timm.create_model", "torch.hub.load", "torch.jit.script", "torch.jit.trace"):
-        return Kind.MODULE
-    if qname.startswith("transformers.") and last == "from_pretrained" and ("Model" in head or "For" in head):
-        return Kind.MODULE
-    return None
 
 
 _BUILTIN_NAMES = frozenset(f"builtins.{name}" for name in dir(builtins))
@@ -102,21 +53,6 @@ GRAD_OFF = {
     "torch.inference_mode": "inference_mode",
     "torch.autograd.grad_mode.no_grad": "no_grad",
     "torch.autograd.grad_mode.inference_mode": "inference_mode",
-}
-
-# Base classes whose subclasses are of a kind.
-_BASE_KINDS = {
-    "torch.nn.Module": Kind.MODULE,
-    "torch.nn.modules.module.Module": Kind.MODULE,
-    "torch.nn.modules.loss._Loss": Kind.LOSS,
-    "torch.nn.modules.loss._WeightedLoss": Kind.LOSS,
-    "torch.optim.Optimizer": Kind.OPTIMIZER,
-    "torch.optim.optimizer.Optimizer": Kind.OPTIMIZER,
-    "torch.optim.lr_scheduler.LRScheduler": Kind.SCHEDULER,
-    "torch.optim.lr_scheduler._LRScheduler": Kind.SCHEDULER,
-    "pytorch_lightning.LightningModule": Kind.MODULE,
-    "lightning.LightningModule": Kind.MODULE,
-    "lightning.pytorch.LightningModule": Kind.MODULE,
 }
 
 

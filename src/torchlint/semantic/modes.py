@@ -4,47 +4,26 @@ modules hold layers that the mode changes (``ModeFacts``, part of
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.semantic.model import MODULE_RETURNS_SELF
-from torchlint.semantic.forward import EVAL, TRAIN, _code, _receiver, _root
+from torchlint.semantic.forward import _code, _receiver, _root
 from torchlint.semantic.names import words
+from torchlint.semantic.vocabulary import (
+    _BUILDING_BUILTINS, _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _LOADING, _MODE_FUNCTIONS, _MODE_LAYERS, _PLAIN_METHODS, _TORCHVISION_MODE_MODELS, EVAL, Kind, MODULE_RETURNS_SELF, TRAIN,
+)
 
 if TYPE_CHECKING:
     from torchlint.semantic.evaluation import EvalScope
 
-# Lightning hooks: the framework sets the mode and disables gradients around them.
-_FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_end)$|^on_\w+$")
-_FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
 _TEST_FRAMEWORKS = frozenset({"pytest", "unittest"})
 
 
-# Layers and functions whose forward pass depends on train/eval mode.
-_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
-_MODE_FUNCTIONS = re.compile(r"dropout|batch_norm|rrelu")
-# torchvision's model builders whose networks hold batch norm or dropout (its ViT, Swin and
-# ConvNeXt hold only layer norm and zero dropout by default: not listed).
-_TORCHVISION_MODE_MODELS = re.compile(
-    r"(resnet|resnext|wide_resnet|vgg|alexnet|densenet|mobilenet|efficientnet|inception|googlenet|squeezenet|"
-    r"shufflenet|mnasnet|regnet|fcn_|deeplabv3|lraspp|fasterrcnn|fcos|retinanet|maskrcnn|keypointrcnn|ssd|"
-    r"r3d_|mc3_|r2plus1d_|s3d|raft|quantized)",
-    re.IGNORECASE,
-)
 # Modules that hold the modules given to them: mode-free only when what they hold is
 # (`nn.DataParallel(Net())` is in the mode its `Net` is).
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "DataParallel", "DistributedDataParallel"})
-_BUILDING_BUILTINS = frozenset({"getattr", "eval", "exec", "__import__", "globals", "locals", "vars"})
-_LOADING = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.jit.script", "torch.jit.trace"})
-# Methods on a constructor's arguments that build no layer (``cfg.get("dim")``).
-_PLAIN_METHODS = frozenset(
-    {"get", "pop", "items", "keys", "values", "setdefault", "format", "lower", "upper", "split", "join", "strip",
-     "startswith", "endswith", "copy", "index", "count", "append", "extend", "insert", "register_buffer",
-     "register_parameter", "add_module", "apply", "size", "dim"}
-)
 
 
 @dataclass(frozen=True)
@@ -199,7 +178,6 @@ class ModeFacts:
         return owner
 
     def _class_owner(self, cls: cst.ClassDef, seen: frozenset) -> str | None:
-        from torchlint.semantic.model import Kind
 
         info = self.model.classes.get(cls)
         if info is None or cls in seen:
@@ -449,7 +427,6 @@ class ModeFacts:
         """A local ``nn.Module`` subclass (of ``nn.Module`` or of such local classes) whose
         every call builds or runs only layers that train mode does not change, and that never
         reads ``self.training``."""
-        from torchlint.semantic.model import Kind
 
         if cls in seen:
             return True

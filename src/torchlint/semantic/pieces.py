@@ -30,8 +30,8 @@ import functools
 
 from torchlint.pieces import Definition, walk
 from torchlint.pieces import names as _walked_names  # (``names`` is many a local here)
-from torchlint.semantic.devices import _AVAILABILITY, _COLLECTIVES, _DEVICE_STRING, DEVICE_NAME
 from torchlint.semantic.summary import _dotted
+from torchlint.semantic.vocabulary import _AVAILABILITY, _COLLECTIVES, _DEVICE_STRING, DEVICE_NAME
 
 _FILE_WIDE_NAMES = frozenset(
     {"set_device", "synchronize", "pin_memory", "exec", "triton", "device",

@@ -22,6 +22,7 @@ from torchlint import pieces
 from torchlint._startup import cyclic_gc_paused
 from torchlint.positions import LintMemo
 from torchlint.text import source_rows, syntax_tree
+from torchlint.semantic.vocabulary import _BUILDING_BUILTINS, _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _gpu_only_module, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS, _LOADING, _MODE_FUNCTIONS, _MODE_LAYERS, _PLAIN_METHODS, MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -453,7 +454,6 @@ class _Summarizer:
     # --- classes
 
     def _class(self, node: ast.ClassDef) -> ClassSummary:
-        from torchlint.semantic.modes import _BUILDING_BUILTINS, _LOADING, _MODE_FUNCTIONS, _PLAIN_METHODS
 
         bases = tuple(self.qualify(b) or "" for b in node.bases)
         mode_layers = unknown = False
@@ -496,7 +496,6 @@ class _Summarizer:
         """The class's methods, and those that run its submodules without turning gradients
         off, and with no decorator, which may (as ``EvaluationFacts._runs_submodules`` judges
         a method of the linted file)."""
-        from torchlint.semantic.evaluation import _GRAD_CONTEXTS
 
         defined = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
         names = {m.name for m in defined}
@@ -529,7 +528,6 @@ class _Summarizer:
     # --- functions
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionSummary:
-        from torchlint.semantic.model import MODULE_RETURNS_SELF
 
         built: dict[str, str] = {}  # local name -> the call that built its latest value
         returns: list[str] = []
@@ -556,7 +554,6 @@ class _Summarizer:
         )
 
     def _gpu_kernel(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        from torchlint.semantic.devices import _gpu_only_module
 
         for decorator in node.decorator_list:
             qname = self.qualify(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
@@ -566,7 +563,6 @@ class _Summarizer:
 
     def _unconditional_calls(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
         """``FunctionSummary.unconditional_calls``."""
-        from torchlint.semantic.devices import _gpu_only_module
 
         found: list[str] = []
         stack = list(reversed(node.body))
@@ -653,9 +649,6 @@ class _Sites(ast.NodeVisitor):
     the code), and the names of possible project functions passed around as values."""
 
     def __init__(self, summarizer: _Summarizer, loads_only: bool = False) -> None:
-        from torchlint.semantic.model import MODULE_RETURNS_SELF
-        from torchlint.semantic.evaluation import _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS
-        from torchlint.semantic.modes import _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
 
         self.summarizer = summarizer
         self.loads_only = loads_only  # only ``module_loads`` is asked (``module_loads_of``)
@@ -1155,7 +1148,6 @@ def _on_self(func: ast.expr) -> bool:
 
 def _layer_mode_free(layer: str, call: ast.Call) -> bool:
     """As ``EvaluationFacts._layer_mode_free``, on an ``ast`` call."""
-    from torchlint.semantic.modes import _MODE_LAYERS
 
     if _MODE_LAYERS.search(layer):
         return False
@@ -1197,7 +1189,6 @@ def _gives_no_graph(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list
 def _returned_argument(node: ast.FunctionDef | ast.AsyncFunctionDef, returned: list, stored: set[str]) -> int:
     """``FunctionSummary.returns_argument``: from the values of the function's returns and
     the names it binds (its body ending in a ``return``, so that it never gives back None)."""
-    from torchlint.semantic.model import MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS
 
     def given_back(value: ast.expr | None) -> str | None:
         if isinstance(value, ast.IfExp):

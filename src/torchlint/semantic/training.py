@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
+from torchlint.semantic.vocabulary import Kind
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -294,7 +295,6 @@ class TrainingFacts:
         """``opt.step()``, ``scaler.step(opt)`` or ``xm.optimizer_step(opt)``; never a
         scheduler's, profiler's or environment's step, nor ``opt.step(closure)``, which
         re-evaluates the loss itself."""
-        from torchlint.semantic.model import Kind
 
         if callee_name(call) == "optimizer_step":
             return bool(call.args) and self.model.qualified_name(call.func) == "torch_xla.core.xla_model.optimizer_step"
@@ -324,7 +324,6 @@ class TrainingFacts:
         optimizer, by its kind or its name: the loop's optimizer is known, and ``call`` steps
         another object."""
         if self._stepping_an_optimizer is None:
-            from torchlint.semantic.model import Kind
 
             self._stepping_an_optimizer = {
                 next(self.enclosing_loops(other), None)
@@ -403,7 +402,6 @@ class TrainingFacts:
         """Whether ``expr`` certainly holds an optimizer: built from a ``torch.optim`` class (or
         a subclass of this file), or a parameter that every call of its function in this file
         gives such an optimizer."""
-        from torchlint.semantic.model import Kind
 
         if self.model.kind(expr) is Kind.OPTIMIZER:
             return True
@@ -438,7 +436,6 @@ class TrainingFacts:
         """The modules whose parameters an optimizer holds, as written (``{"netG"}`` for
         ``Adam(netG.parameters())``) in the function that steps it (or, for ``self.opt``,
         its class); None when that is not known for every value it may have."""
-        from torchlint.semantic.model import Kind
 
         values = self.model.values(optimizer)
         if not values:
@@ -621,7 +618,6 @@ class TrainingFacts:
         """Whether ``expr`` computes a loss tensor: a loss module's or loss function's output
         (``criterion(out, y)``, ``F.cross_entropy(...)``, ``outputs.loss``), arithmetic on a
         loss, a graph-keeping method of one (``loss.mean()``), or a name bound to one."""
-        from torchlint.semantic.model import Kind
 
         if isinstance(expr, cst.Call):
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in GRAPH_KEEPING:
@@ -748,7 +744,6 @@ class TrainingFacts:
         return False
 
     def _call_flows(self, mode: str, call: cst.Call) -> bool:
-        from torchlint.semantic.model import Kind
 
         flows = lambda e: self._flows(mode, e)  # noqa: E731
         grad = mode == "grad"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from torchlint.semantic.summary import BACKWARD_TARGET, CallSite, ClassSummary, FunctionSummary, ModuleSummary
+from torchlint.semantic.vocabulary import _BASE_KINDS, _gpu_only_module, _MODE_LAYERS, _module_class_kind, _TORCHVISION_MODE_MODELS, EVAL, Kind, TRAIN
 
 if TYPE_CHECKING:
     from torchlint.semantic.index import ProjectIndex
@@ -100,7 +101,6 @@ class ProjectView:
         return self._return_kind(found, depth)
 
     def _class_kind(self, found: Symbol, depth: int):
-        from torchlint.semantic.model import _BASE_KINDS, _module_class_kind
 
         key = (found.path, found.definition.name)
         if key in self._class_kinds:
@@ -124,7 +124,6 @@ class ProjectView:
     def _star_base_kind(self, found: Symbol, depth: int):
         """The kind of a class from a base named through a star import (``class
         Model(nn.Module)`` with ``nn`` bound by ``from models.common import *``)."""
-        from torchlint.semantic.model import _BASE_KINDS, _module_class_kind
 
         for written in found.definition.unnamed_bases:
             head, _, rest = written.partition(".")
@@ -167,7 +166,6 @@ class ProjectView:
 
     def _return_kind(self, found: Symbol, depth: int):
         """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
-        from torchlint.semantic.model import _module_class_kind
 
         kinds = set()
         for returned in found.definition.returns:
@@ -280,7 +278,6 @@ class ProjectView:
         return mode
 
     def _compute_mode(self, found: Symbol, depth: int) -> bool | None:
-        from torchlint.semantic.model import Kind, _module_class_kind
 
         definition = found.definition
         if isinstance(definition, FunctionSummary):
@@ -308,7 +305,6 @@ class ProjectView:
         return self._combine(parts) if parts else None
 
     def _built_mode(self, qname: str, path: Path, depth: int) -> bool | None:
-        from torchlint.semantic.model import Kind, _module_class_kind
 
         if not qname:
             return None
@@ -363,7 +359,6 @@ class ProjectView:
         return self._requires_cuda(found, frozenset())
 
     def _requires_cuda(self, found: Symbol, seen: frozenset) -> str | None:
-        from torchlint.semantic.devices import _gpu_only_module
 
         definition = found.definition
         if definition.requires_cuda:
@@ -576,7 +571,6 @@ class ProjectView:
             if found is not None and isinstance(found.definition, FunctionSummary):
                 effect = view._effect(found, frozenset())
             else:  # an unknown helper named for a mode, as the evaluation facts read it
-                from torchlint.semantic.forward import EVAL, TRAIN
                 from torchlint.semantic.names import words
 
                 ws = words(qname.rpartition(".")[2])
@@ -589,7 +583,6 @@ class ProjectView:
         """The kinds of what the project's other files pass to this file's top-level function
         ``name`` for a parameter (at ``position``, or by keyword): one per call, None for an
         argument of unknown kind; None in all when one of them passes the function around."""
-        from torchlint.semantic.model import _module_class_kind
 
         if self.index.referenced(self.path, name):
             return None
@@ -608,7 +601,6 @@ class ProjectView:
         function ``name`` for a parameter holds a layer that train mode changes (as
         ``mode_layers``; a torchvision model by its builder): one per call, None for unknown;
         None in all when a file passes the function around."""
-        from torchlint.semantic.modes import _TORCHVISION_MODE_MODELS
 
         if self.index.referenced(self.path, name):
             return None
@@ -771,6 +763,5 @@ def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSum
 
 
 def _mode_layer_name(qname: str) -> bool:
-    from torchlint.semantic.modes import _MODE_LAYERS
 
     return bool(_MODE_LAYERS.search(qname.rpartition(".")[2]))
