@@ -752,14 +752,23 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
                     or (function is None and self.model.training.iteration_of(call) is None and self._output_ended(call))
                 ) and not self._on_random_input(call)):
-                    # A pass of a module the training iteration around it trains, whose output
-                    # provably never reaches a backward pass: it predicts, beside the training.
-                    iteration = self.model.training.iteration_of(call)
-                    if iteration is None or not self._trained_by(model, iteration) or self._on_random_input(call):
-                        continue
-                    if not self._trains_through_another_pass(call, model, iteration.loop, function):
-                        continue  # its only pass: a training pass whose graph is lost (TL601's)
-                    in_iteration = True
+                    after = self._after_training(call, model, function)
+                    if after is not None:
+                        # (Between epochs, a sample in training mode may be the algorithm's
+                        # (the DCGAN tutorial's): its gradients alone are wasted; with them off,
+                        # the mode facts judge it.)
+                        if after == "between" and self.grad_disabled(call):
+                            continue
+                        in_iteration = after == "between"
+                    else:
+                        # A pass of a module the training iteration around it trains, whose output
+                        # provably never reaches a backward pass: it predicts, beside the training.
+                        iteration = self.model.training.iteration_of(call)
+                        if iteration is None or not self._trained_by(model, iteration) or self._on_random_input(call):
+                            continue
+                        if not self._trains_through_another_pass(call, model, iteration.loop, function):
+                            continue  # its only pass: a training pass whose graph is lost (TL601's)
+                        in_iteration = True
                 if not self.is_forward(call, function) or not self.is_inference(call) or self._shape_read_only(call):
                     continue  # (a forward whose output is read for its shape predicts nothing)
                 anchor = self.anchor(call, model, function)
@@ -815,6 +824,25 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         ``y.size()``, ``y.shape`` (at least one)."""
         reads = self._output_reads(call)
         return bool(reads) and all(self._reads_shape(read) for read in reads)
+
+    def _after_training(self, call: cst.Call, model: cst.BaseExpression, function: cst.FunctionDef | None) -> str | None:
+        """A pass of a module after a training loop of the same function (or of the top
+        level) that trains it, outside any training iteration: a sample or a prediction of
+        the trained model (a GAN's generator on noise too: no shape check, the module was
+        just trained). "after": once training is over (after every loop around the training
+        loop); "between": between epochs, inside a loop around it; None: neither."""
+        training = self.model.training
+        if not training.iterations or training.iteration_of(call) is not None:
+            return None
+        start, found = self._start(call), None
+        for iteration in training.iterations:
+            loop = iteration.loop
+            if self.function_of.get(loop) is not function or self._end(loop) >= start or not self._trained_by(model, iteration):
+                continue
+            if not any(self._inside(call, outer) for outer in training.enclosing_loops(loop)):
+                return "after"
+            found = "between"
+        return found
 
     def _output_ended(self, call: cst.Call) -> bool:
         """A forward pass whose output the code itself takes out of the graph at every read
