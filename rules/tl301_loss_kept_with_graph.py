@@ -30,7 +30,8 @@ class LossKeptWithGraph(TorchRule):
     < best: best_loss = loss`, compared in later iterations). Also
     finds a model's output kept across the iterations of a training loop
     (`outputs.append(model(x))`) when the loop reads that container nowhere else (so it is
-    not gathered for a loss), and a running total of any tensor computed from a model's
+    not gathered for a loss), a running concatenation (`total = torch.cat((total, loss))`),
+    and a running total of any tensor computed from a model's
     output with gradients on, whatever its name (`total = total + ((pred - y) ** 2).mean()`
     in an evaluation loop; `epoch_loss += train_step(...)` of a helper that returns its loss
     after `backward()`), whose fix adds `.detach()`.
@@ -48,8 +49,11 @@ class LossKeptWithGraph(TorchRule):
     collects loss terms into what it returns or yields, directly or through names computed
     from them (a module's `forward()` over its heads, a `compute_loss` helper): that is the
     loss being built for a backward pass, kept for one call; the few mock training steps of
-    a pytest or unittest test (a `test_*` function); and frameworks that own the loop (a
-    Lightning `training_step` has no loop of its own).
+    a pytest or unittest test (a `test_*` function); and what a framework's step keeps
+    for one call (a list it builds itself). A framework's training step is an iteration of
+    the framework's loop: a loss a Lightning `training_step` (or `on_train_batch_end`, a
+    Hugging Face `compute_loss`) keeps in an attribute of its object (`self.history.append(
+    loss)`) outlives it and is reported; its `validation_step` runs with gradients off.
 
     ## Why is this bad?
     A loss tensor holds its whole autograd graph: every activation of the forward pass that
@@ -162,7 +166,7 @@ class LossKeptWithGraph(TorchRule):
             return
         if self._without_graph(loss, depth=0):
             return  # computed under no_grad(): no graph to keep
-        loop = self._iteration_loop(store)
+        loop = self._iteration_loop(store, holder)
         if loop is None or self._grad_off(store) or training.in_test(store):
             return
         base = _base_name(holder)
@@ -412,13 +416,18 @@ class LossKeptWithGraph(TorchRule):
             derived |= grown
         return any(_carries(value, derived, finder.training) for value in finder.returned)
 
-    def _iteration_loop(self, store: cst.CSTNode) -> cst.CSTNode | None:
+    def _iteration_loop(self, store: cst.CSTNode, holder: cst.BaseExpression | None = None) -> cst.CSTNode | None:
         """The loop whose iterations the store outlives: the training iteration around it,
-        else the innermost loop."""
+        else the innermost loop; for a holder of ``self`` outside any loop, a framework's
+        training step around it (``training_step``, ``on_train_batch_end``): the framework
+        calls it once per batch, and the object outlives each call."""
         iteration = self.semantic.training.iteration_of(store)
         if iteration is not None:
             return iteration.loop
-        return next(self.semantic.training.enclosing_loops(store), None)
+        loop = next(self.semantic.training.enclosing_loops(store), None)
+        if loop is None and holder is not None and _owner(holder) == "self":
+            return self.semantic.training.framework_step(store)
+        return loop
 
     def _grad_off(self, node: cst.CSTNode, depth: int = 0) -> bool:
         """Whether ``node`` runs with no graph recorded: under ``no_grad()``,
@@ -740,3 +749,10 @@ def _returns_of(function: cst.FunctionDef) -> list[cst.Return]:
 
     walk(function.body)
     return found
+
+
+def _owner(holder: cst.BaseExpression) -> str | None:
+    """The name a holder hangs from (``self`` for ``self.history``, ``self.logs["loss"]``)."""
+    while isinstance(holder, (cst.Attribute, cst.Subscript)):
+        holder = holder.value
+    return holder.value if isinstance(holder, cst.Name) else None

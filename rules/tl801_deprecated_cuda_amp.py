@@ -67,9 +67,10 @@ class DeprecatedCudaAmp(TorchRule):
     The new calls are what the deprecated ones forward to, but `torch.amp.GradScaler` came
     with torch 2.3 and `torch.amp.custom_fwd(device_type=...)` with 2.4: on an older torch
     the fixed code fails with an `AttributeError` or a `TypeError`, and the fix cannot know
-    which versions a project supports. So the fix is safe for `autocast` (in `torch.amp`
-    since 2.0) and unsafe for `GradScaler`, `custom_fwd` and `custom_bwd` (`--unsafe-fixes`,
-    once the project requires a torch that has them). Every argument keeps its parameter:
+    which versions a project supports unless the project says so. So each fix is safe only
+    where the oldest torch the project supports (its declared requirement, or `target-torch`)
+    has the replacement: 2.0 for `autocast`, 2.3 for `GradScaler`, 2.4 for `custom_fwd` and
+    `custom_bwd`; elsewhere, an undeclared torch included, it is unsafe (`--unsafe-fixes`). Every argument keeps its parameter:
     `torch.cuda.amp.autocast(flag)` becomes `torch.amp.autocast("cuda", enabled=flag)` (the
     new signature puts `dtype` second), and `GradScaler`'s positional arguments keep their
     order after the device. A call with `*args` or `**kwargs`, or with an argument the old

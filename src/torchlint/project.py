@@ -29,6 +29,10 @@ MAX_EXTRA_FILES = 2000
 MAX_SIBLING_FILES = 500
 # Files of the project looked at for loads of a checkpoint read as a module (TL501's readers).
 MAX_LOADER_FILES = 5000
+# What a file that calls `torch.load` spells (`torch.load`, `load` imported from torch under
+# any name, torch imported under another name): only such a file can read a checkpoint; most
+# files that name a load (`DataLoader`, `load_state_dict`, `json.load`) spell none of these.
+_MAY_LOAD = re.compile(rb"torch\.load\b|from\s+torch\s+import\b(?:[^\n(]*|\s*\([^)]*)\bload\b|import\s+torch\s+as\b")
 # Folders under a project root that hold no code of the project.
 _NOT_PROJECT_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"})
 
@@ -115,9 +119,7 @@ class DiskFiles:
                     loads = summary.module_loads
                 else:
                     source = _read_file(path)
-                    # (Only a file that names torch and a `load` (`torch.load`, `load`
-                    # imported from torch, perhaps under another name) can read one.)
-                    if source is None or b"load" not in source or b"torch" not in source:
+                    if source is None or not _MAY_LOAD.search(source):
                         continue
                     loads = self._loads(source, path.suffix) or ()  # (its reads alone, not a summary)
                 for read in loads:

@@ -40,7 +40,6 @@ import libcst as cst
 from torchlint.semantic.gradflow import NEVER
 from torchlint.semantic.forward import _LOADS, ForwardPasses, _chain_root, _code, _root, called_module
 from torchlint.semantic.modes import ModeFacts, _ModeEvent
-from torchlint.semantic.training import DETACHING_METHODS, GRAPH_KEEPING
 from torchlint.semantic.names import _EVAL_FUNCTION_WORDS, _GENERATION_WORDS, _is_eval_data_name, _maybe_eval_data, words
 from torchlint.semantic.vocabulary import (
     _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS, EVAL, Kind, MODULE_RETURNS_SELF, TRAIN,
@@ -750,7 +749,6 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 in_iteration = False
                 if not (self._on_eval_data(call) or (
                     self._after_load(call, loads, function) or self._after_eval_switch(call, function)
-                    or (function is None and self.model.training.iteration_of(call) is None and self._output_ended(call))
                 ) and not self._on_random_input(call)):
                     after = self._after_training(call, model, function)
                     if after is not None:
@@ -843,38 +841,6 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
                 return "after"
             found = "between"
         return found
-
-    def _output_ended(self, call: cst.Call) -> bool:
-        """A forward pass whose output the code itself takes out of the graph at every read
-        (``model(x).detach().numpy()``, ``out.cpu().item()``, ``net(x).data``): its author
-        knows no backward pass will come (at a script's or notebook's top level, outside a
-        training iteration: a prediction to plot or print after training; in a function the
-        gradient flow finds such passes, ``_flow_scopes``)."""
-        reads = self._output_reads(call)
-        return bool(reads) and all(self._ends_graph(read) for read in reads)
-
-    def _ends_graph(self, read: cst.CSTNode) -> bool:
-        """``y.detach()``, ``y.cpu().numpy()``, ``y[0].item()``, ``y.data``: the read goes
-        through methods and items that keep the graph to one that leaves it."""
-        node = read
-        while True:
-            parent = self.model.parent(node)
-            if isinstance(parent, cst.Subscript) and parent.value is node:
-                node = parent
-                continue
-            if not (isinstance(parent, cst.Attribute) and parent.value is node):
-                return False
-            name = parent.attr.value
-            if name == "data":
-                return True
-            call = self.model.parent(parent)
-            if not (isinstance(call, cst.Call) and call.func is parent):
-                return False
-            if name in DETACHING_METHODS:
-                return True
-            if name not in GRAPH_KEEPING:
-                return False
-            node = call
 
     def _reads_shape(self, read: cst.CSTNode) -> bool:
         """``y.shape``, ``y.size()``, or a shape further down its attributes and items

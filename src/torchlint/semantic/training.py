@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
-from torchlint.semantic.vocabulary import Kind
+from torchlint.semantic.vocabulary import _FRAMEWORK_PACKAGES, Kind, TRAINING_STEP_HOOKS
 
 if TYPE_CHECKING:
     from torchlint.semantic import SemanticModel
@@ -366,6 +366,19 @@ class TrainingFacts:
                     names.add(function.name.value)
                     changed = True
         return names
+
+    def framework_step(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The method around ``node`` that a framework calls once per training batch
+        (``TRAINING_STEP_HOOKS``, of a class deriving from a framework's: a LightningModule's
+        ``training_step``, a Callback's ``on_train_batch_end``): each of its calls is an
+        iteration of the framework's training loop, which the file does not show."""
+        function = self.model.enclosing_function(node)
+        if function is None or function.name.value not in TRAINING_STEP_HOOKS:
+            return None
+        info = self.model.enclosing_class(function)
+        if info is None or not any(base.startswith(_FRAMEWORK_PACKAGES) for base in info.base_names):
+            return None
+        return function
 
     # --- tests ------------------------------------------------------------------------------
 

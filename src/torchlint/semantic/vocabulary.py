@@ -96,6 +96,15 @@ _FRAMEWORK_HOOKS = re.compile(r"^(validation|test|predict)_(step|step_end|epoch_
 _FRAMEWORK_PACKAGES = ("pytorch_lightning.", "lightning.", "transformers.", "ignite.")
 
 
+# The methods of a framework's classes that it calls once per training batch, with gradients
+# on (Lightning's `training_step` and batch hooks, a Hugging Face `Trainer`'s steps): each call
+# is an iteration of the framework's training loop.
+TRAINING_STEP_HOOKS = frozenset(
+    {"training_step", "training_step_end", "on_train_batch_start", "on_train_batch_end", "on_before_backward",
+     "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad", "compute_loss"}
+)
+
+
 # Layers and functions whose forward pass depends on train/eval mode.
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|RReLU|^Transformer")
 
