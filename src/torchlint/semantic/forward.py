@@ -18,6 +18,9 @@ from torchlint.semantic.vocabulary import (
     _PARAMETER_FREE, EVAL, Kind, MODULE_RETURNS_SELF, TRAIN,
 )
 
+# A CamelCase name: a class (`Model`, `ResNet18`), called to build an instance.
+_CLASS_NAME = re.compile(r"[A-Z][a-z0-9]+[A-Za-z0-9]*")
+
 
 _LOADS = frozenset({"torch.load", "torch.jit.load"})
 _BACKWARDS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
@@ -264,10 +267,10 @@ class ForwardPasses:
                 return True
         if not guess or (call is not None and not call.args):
             return False  # (what follows is the name's guess)
-        if isinstance(expr, cst.Name):
-            # `Model = MODELS[name]; Model(dataset)` builds a module: a CamelCase name is a class.
-            return _is_model_noun(expr.value) and not re.fullmatch(r"[A-Z][a-z0-9]+[A-Za-z0-9]*", expr.value)
-        return _is_model_noun(expr.attr.value)
+        # `Model = MODELS[name]; Model(dataset)` and `prj_model.Model(dims, args)` (of a module
+        # imported by `importlib`) build a module: a CamelCase name is a class.
+        name = expr.value if isinstance(expr, cst.Name) else expr.attr.value
+        return _is_model_noun(name) and not _CLASS_NAME.fullmatch(name)
 
     def _parameter_free(self, expr: cst.Name | cst.Attribute) -> bool:
         """Whether ``expr`` holds a ``torch.nn`` module without parameters (``_PARAMETER_FREE``)
