@@ -3,6 +3,9 @@ import libcst as cst
 from torchlint.torch_rule import TorchRule
 
 
+# The torch release that added `torch.load(weights_only=...)`.
+WEIGHTS_ONLY_SINCE = (1, 13)
+
 class UnsafeTorchLoad(TorchRule):
     """
     ## What it does
@@ -14,7 +17,9 @@ class UnsafeTorchLoad(TorchRule):
     `torch.save` earlier in the same function writes (a test that saves and reloads a model).
 
     Where the oldest supported torch is unknown, a call without `weights_only` is not
-    reported (on torch 2.6 and later it loads safely). Replaces TorchFix's TOR102 that way.
+    reported (on torch 2.6 and later it loads safely), nor is it where every supported torch
+    is older than 1.13, which has no `weights_only` to pass (a project pinned to 1.12).
+    Replaces TorchFix's TOR102 that way.
 
     Opt-in: `weights_only=False` is written on purpose (it is not the default since PyTorch
     2.6), and on real code it mostly reads the project's own checkpoints, datasets and
@@ -69,5 +74,8 @@ class UnsafeTorchLoad(TorchRule):
         # No `weights_only` (and no `**kwargs` that may pass it): the default of the oldest
         # torch the project supports decides; unknown stays silent.
         oldest = self.semantic.oldest_torch
+        newest = self.semantic.newest_torch
+        if newest is not None and newest < WEIGHTS_ONLY_SINCE:
+            return  # no supported torch has `weights_only` to pass (a project pinned to 1.12)
         if oldest is not None and oldest < (2, 6) and not any(a.star == "**" for a in node.args):
             self.report(node, self.message_default.format(oldest=f"{oldest[0]}.{oldest[1]}"))

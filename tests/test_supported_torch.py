@@ -231,3 +231,20 @@ def test_torchvision_weights_are_not_asked_of_a_project_capped_below_them(tmp_pa
     assert codes() == []
     (tmp_path / "env.yml").write_text("dependencies:\n  - pytorch=1.12.1\n")
     assert codes() == ["TL807"]
+
+
+def test_weights_only_is_not_asked_of_a_project_pinned_before_it_existed(tmp_path):
+    """TL502: `weights_only` came with torch 1.13; a project pinned to 1.12 (a conda
+    environment's `pytorch=1.12.1`) has none to pass, one that allows 1.13 does."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "load.py").write_text("import torch\n\nstate = torch.load('model.pt')\n")
+
+    def codes():
+        _declared.cache_clear()
+        result = CliRunner().invoke(main, ["check", str(tmp_path), "--no-cache", "--output-format", "json", "--select", "TL502"])
+        return sorted(f["code"] for f in json.loads(result.output))
+
+    (tmp_path / "environment.yaml").write_text("channels:\n  - pytorch\ndependencies:\n  - pytorch=1.12.1\n")
+    assert codes() == []
+    (tmp_path / "environment.yaml").write_text("dependencies:\n  - pytorch>=1.12,<2.1\n")
+    assert codes() == ["TL502"]
