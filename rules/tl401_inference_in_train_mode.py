@@ -9,7 +9,9 @@ class InferenceInTrainMode(TorchRule):
     ## What it does
     Finds evaluation or inference code that runs a model with no `model.eval()` on the path:
     functions named for validation, testing or prediction, loops over validation or test
-    data, and inference after loading weights. It is silent when `model.eval()` (or
+    data, inference after loading weights, and a pass of a model after the training loop
+    that trains it, once training is over (a GAN's samples plotted after its training; not
+    between epochs, where a sample in training mode may be the algorithm's). It is silent when `model.eval()` (or
     `model.train(False)`) comes earlier in the same function, or before every call of the
     evaluation function in the file, and on code whose framework sets the mode (Lightning's
     `validation_step`, `test_step`, `predict_step`; methods of `nn.Module` subclasses, whose

@@ -138,7 +138,7 @@ _PLAIN_METHODS = frozenset(
 
 # --- what turns gradients off (the evaluation facts)
 
-# Methods only an nn.Module has: a receiver of one is a module.
+# The contexts that turn gradients off (or on, deliberately) around a block.
 _GRAD_CONTEXTS = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad",
      "torch.autograd.no_grad", "torch.autograd.enable_grad", "torch.autograd.set_grad_enabled",
