@@ -11,14 +11,14 @@ class InferenceWithGrad(TorchRule):
     ## What it does
     Finds evaluation or inference code (the same code as TL401: evaluation functions, loops
     over validation or test data, inference after loading weights, a Hugging Face
-    `from_pretrained` included, or after `model.eval()`; and a pass of a model after the
-    training loop of the same function that trains it, between epochs too, on noise too: a
-    prediction or a sample printed or plotted) that runs a model with
+    `from_pretrained` included, or after `model.eval()`) that runs a model with
     gradients enabled: no `torch.no_grad()`, `torch.inference_mode()` or
     `torch.set_grad_enabled(False)` around it, as a `with` block, a decorator or a statement,
     there or at every call of the evaluation function in the file. It also covers
     generation functions (`generate`, `sample`, `decode`) called in the file outside any
-    training loop, and helpers (decoders, samplers) called only from evaluation code.
+    training loop, and helpers (decoders, samplers) called only from evaluation code. A pass
+    of a model after the training loop of the same function that trains it (between epochs
+    too, on noise too: a prediction or a sample printed or plotted) is evaluation too.
     A method of an `nn.Module` subclass other than `forward` (a model's `tile_predict` or
     `encode_features`) is reported where it runs the module or its submodules
     (`self.forward(x)`, `self.encoder(x)`) and ends what they give within itself (`.data`,
