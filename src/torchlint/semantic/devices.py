@@ -405,7 +405,6 @@ class DeviceFacts:
         is bound: an activation, pooling or other parameter-free layer (``nn.ReLU()``), or a
         loss built without a weight tensor (``nn.CrossEntropyLoss()``, not
         ``nn.CrossEntropyLoss(weight=w)``), or such a module moved (``.cuda()``, ``.to()``)."""
-
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to", "cpu"):
@@ -548,7 +547,6 @@ class DeviceFacts:
 
     def in_module_forward(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is in ``forward`` of an ``nn.Module`` subclass."""
-
         function = self.model.enclosing_function(node)
         if function is None or function.name.value != "forward":
             return False

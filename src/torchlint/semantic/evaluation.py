@@ -604,7 +604,6 @@ class EvaluationFacts(ForwardPasses, ModeFacts):
         through the project index, of another file of the project) shows it. A library's
         class may turn gradients off in its own ``forward`` or ``generate`` (YOLO's AutoShape,
         Hugging Face's ``generate``), which the project does not show."""
-
         func = call.func
         if not call.args or not isinstance(func, (cst.Name, cst.Attribute)):
             return False

@@ -237,7 +237,6 @@ class ForwardPasses:
         when known: one without arguments is not taken for a forward pass on the name alone
         (``solver.model()`` of z3 returns the solution found; a model is given its input).
         Without ``guess``, only what the file shows counts, never the name."""
-
         if not isinstance(expr, (cst.Name, cst.Attribute)):
             return False
         root = _root(expr)
@@ -324,7 +323,6 @@ class ForwardPasses:
 
     def _param_given_module(self, name: cst.Name, function: cst.FunctionDef | None) -> bool:
         """A parameter that some call in the file passes a known module to."""
-
         for f in self._enclosing_functions(function):
             params = [p.name.value for p in f.params.params]
             if name.value not in params:

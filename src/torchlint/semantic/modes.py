@@ -178,7 +178,6 @@ class ModeFacts:
         return owner
 
     def _class_owner(self, cls: cst.ClassDef, seen: frozenset) -> str | None:
-
         info = self.model.classes.get(cls)
         if info is None or cls in seen:
             return None
@@ -427,7 +426,6 @@ class ModeFacts:
         """A local ``nn.Module`` subclass (of ``nn.Module`` or of such local classes) whose
         every call builds or runs only layers that train mode does not change, and that never
         reads ``self.training``."""
-
         if cls in seen:
             return True
         if cls in self._mode_free_classes:

@@ -22,7 +22,10 @@ from torchlint import pieces
 from torchlint._startup import cyclic_gc_paused
 from torchlint.positions import LintMemo
 from torchlint.text import source_rows, syntax_tree
-from torchlint.semantic.vocabulary import _BUILDING_BUILTINS, _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _gpu_only_module, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS, _LOADING, _MODE_FUNCTIONS, _MODE_LAYERS, _PLAIN_METHODS, MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS
+from torchlint.semantic.vocabulary import (
+    _BUILDING_BUILTINS, _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES, _gpu_only_module, _GRAD_CONTEXT_TEXT, _GRAD_CONTEXTS,
+    _LOADING, _MODE_FUNCTIONS, _MODE_LAYERS, _PLAIN_METHODS, MODULE_RETURNS_SELF, MODULE_WRAPPED_ATTRS,
+)
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -454,7 +457,6 @@ class _Summarizer:
     # --- classes
 
     def _class(self, node: ast.ClassDef) -> ClassSummary:
-
         bases = tuple(self.qualify(b) or "" for b in node.bases)
         mode_layers = unknown = False
         calls: list[str] = []
@@ -496,7 +498,6 @@ class _Summarizer:
         """The class's methods, and those that run its submodules without turning gradients
         off, and with no decorator, which may (as ``EvaluationFacts._runs_submodules`` judges
         a method of the linted file)."""
-
         defined = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
         names = {m.name for m in defined}
 
@@ -528,7 +529,6 @@ class _Summarizer:
     # --- functions
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionSummary:
-
         built: dict[str, str] = {}  # local name -> the call that built its latest value
         returns: list[str] = []
         events: list[str] = []
@@ -554,7 +554,6 @@ class _Summarizer:
         )
 
     def _gpu_kernel(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-
         for decorator in node.decorator_list:
             qname = self.qualify(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
             if qname and _gpu_only_module(qname.rpartition(".")[0] or qname):
@@ -563,7 +562,6 @@ class _Summarizer:
 
     def _unconditional_calls(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
         """``FunctionSummary.unconditional_calls``."""
-
         found: list[str] = []
         stack = list(reversed(node.body))
         while stack:
@@ -652,9 +650,6 @@ class _Sites(ast.NodeVisitor):
 
         self.summarizer = summarizer
         self.loads_only = loads_only  # only ``module_loads`` is asked (``module_loads_of``)
-        self.returns_self = MODULE_RETURNS_SELF
-        self.hooks, self.frameworks = _FRAMEWORK_HOOKS, _FRAMEWORK_PACKAGES
-        self.grad_contexts, self.grad_text = _GRAD_CONTEXTS, _GRAD_CONTEXT_TEXT
         self.calls: list[CallSite] = []
         self.references: list[str] = []
         self.method_calls: list[tuple[str, str, bool, bool, bool, str]] = []
@@ -780,10 +775,10 @@ class _Sites(ast.NodeVisitor):
             return "framework"
         if cls is None:
             return None
-        if self.hooks.match(function.name) or cls.name.startswith("Test") or cls.name.endswith("TestCase"):
+        if _FRAMEWORK_HOOKS.match(function.name) or cls.name.startswith("Test") or cls.name.endswith("TestCase"):
             return "framework"
         bases = [self.summarizer.qualify(b) or "" for b in cls.bases]
-        if any(b.startswith(self.frameworks) or b.endswith("TestCase") for b in bases):
+        if any(b.startswith(_FRAMEWORK_PACKAGES) or b.endswith("TestCase") for b in bases):
             return "framework"
         if any(b.startswith("torch.nn.") for b in bases):
             return "module"
@@ -807,20 +802,20 @@ class _Sites(ast.NodeVisitor):
         call = expr if isinstance(expr, ast.Call) else None
         target = call.func if call is not None else expr
         qname = self.summarizer.qualify(target) or ""
-        if qname in self.grad_contexts:
+        if qname in _GRAD_CONTEXTS:
             if call is not None and call.args and isinstance(call.args[0], ast.Constant):
                 value = call.args[0].value
                 if (qname.endswith("set_grad_enabled") and value is True) or (qname.endswith("inference_mode") and value is False):
                     return False
             return True
         text = ast.unparse(expr)
-        return any(word in text for word in self.grad_text)
+        return any(word in text for word in _GRAD_CONTEXT_TEXT)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         self.discarded.add(id(node.value))
         self.generic_visit(node)
         call = node.value
-        if isinstance(call, ast.Call) and (self.summarizer.qualify(call.func) or "") in self.grad_contexts:
+        if isinstance(call, ast.Call) and (self.summarizer.qualify(call.func) or "") in _GRAD_CONTEXTS:
             if len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
                 self.body.grad_statement = not call.args[0].value  # torch.set_grad_enabled(False)
 
@@ -936,7 +931,7 @@ class _Sites(ast.NodeVisitor):
         # A global read in a function: what the module level built last (a name the function
         # also assigns is its own).
         built = ChainMap(self.body.built, self.module_body.built) if self.body is not self.module_body else self.body.built
-        return self.summarizer._built_by(value, built, self.returns_self)
+        return self.summarizer._built_by(value, built, MODULE_RETURNS_SELF)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.called.add(id(node.func))
@@ -1148,7 +1143,6 @@ def _on_self(func: ast.expr) -> bool:
 
 def _layer_mode_free(layer: str, call: ast.Call) -> bool:
     """As ``EvaluationFacts._layer_mode_free``, on an ``ast`` call."""
-
     if _MODE_LAYERS.search(layer):
         return False
     recurrent = layer in ("RNN", "LSTM", "GRU")

@@ -295,7 +295,6 @@ class TrainingFacts:
         """``opt.step()``, ``scaler.step(opt)`` or ``xm.optimizer_step(opt)``; never a
         scheduler's, profiler's or environment's step, nor ``opt.step(closure)``, which
         re-evaluates the loss itself."""
-
         if callee_name(call) == "optimizer_step":
             return bool(call.args) and self.model.qualified_name(call.func) == "torch_xla.core.xla_model.optimizer_step"
         if not isinstance(call.func, cst.Attribute):
@@ -324,7 +323,6 @@ class TrainingFacts:
         optimizer, by its kind or its name: the loop's optimizer is known, and ``call`` steps
         another object."""
         if self._stepping_an_optimizer is None:
-
             self._stepping_an_optimizer = {
                 next(self.enclosing_loops(other), None)
                 for other in self._step_candidates
@@ -415,7 +413,6 @@ class TrainingFacts:
         """Whether ``expr`` certainly holds an optimizer: built from a ``torch.optim`` class (or
         a subclass of this file), or a parameter that every call of its function in this file
         gives such an optimizer."""
-
         if self.model.kind(expr) is Kind.OPTIMIZER:
             return True
         arguments = self._arguments_for_parameter(expr)
@@ -449,7 +446,6 @@ class TrainingFacts:
         """The modules whose parameters an optimizer holds, as written (``{"netG"}`` for
         ``Adam(netG.parameters())``) in the function that steps it (or, for ``self.opt``,
         its class); None when that is not known for every value it may have."""
-
         values = self.model.values(optimizer)
         if not values:
             return None
@@ -631,7 +627,6 @@ class TrainingFacts:
         """Whether ``expr`` computes a loss tensor: a loss module's or loss function's output
         (``criterion(out, y)``, ``F.cross_entropy(...)``, ``outputs.loss``), arithmetic on a
         loss, a graph-keeping method of one (``loss.mean()``), or a name bound to one."""
-
         if isinstance(expr, cst.Call):
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in GRAPH_KEEPING:
                 return self.is_loss(expr.func.value)
@@ -757,7 +752,6 @@ class TrainingFacts:
         return False
 
     def _call_flows(self, mode: str, call: cst.Call) -> bool:
-
         flows = lambda e: self._flows(mode, e)  # noqa: E731
         grad = mode == "grad"
         func = call.func

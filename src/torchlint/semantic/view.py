@@ -101,7 +101,6 @@ class ProjectView:
         return self._return_kind(found, depth)
 
     def _class_kind(self, found: Symbol, depth: int):
-
         key = (found.path, found.definition.name)
         if key in self._class_kinds:
             return self._class_kinds[key]
@@ -124,7 +123,6 @@ class ProjectView:
     def _star_base_kind(self, found: Symbol, depth: int):
         """The kind of a class from a base named through a star import (``class
         Model(nn.Module)`` with ``nn`` bound by ``from models.common import *``)."""
-
         for written in found.definition.unnamed_bases:
             head, _, rest = written.partition(".")
             for module in found.summary.star_imports:
@@ -166,7 +164,6 @@ class ProjectView:
 
     def _return_kind(self, found: Symbol, depth: int):
         """As ``SemanticModel._return_kind``: the one kind the function's returns are known to have."""
-
         kinds = set()
         for returned in found.definition.returns:
             kind = _module_class_kind(returned) if returned else None
@@ -278,7 +275,6 @@ class ProjectView:
         return mode
 
     def _compute_mode(self, found: Symbol, depth: int) -> bool | None:
-
         definition = found.definition
         if isinstance(definition, FunctionSummary):
             return self._combine(self._built_mode(r, found.path, depth) for r in definition.returns)
@@ -305,7 +301,6 @@ class ProjectView:
         return self._combine(parts) if parts else None
 
     def _built_mode(self, qname: str, path: Path, depth: int) -> bool | None:
-
         if not qname:
             return None
         if _module_class_kind(qname) is Kind.MODULE and qname.startswith("torch.nn."):
@@ -359,7 +354,6 @@ class ProjectView:
         return self._requires_cuda(found, frozenset())
 
     def _requires_cuda(self, found: Symbol, seen: frozenset) -> str | None:
-
         definition = found.definition
         if definition.requires_cuda:
             return definition.requires_cuda
@@ -583,7 +577,6 @@ class ProjectView:
         """The kinds of what the project's other files pass to this file's top-level function
         ``name`` for a parameter (at ``position``, or by keyword): one per call, None for an
         argument of unknown kind; None in all when one of them passes the function around."""
-
         if self.index.referenced(self.path, name):
             return None
         calls = [(p, c) for p, c in self.index.callers(self.path, name) if p != self.path]
@@ -601,7 +594,6 @@ class ProjectView:
         function ``name`` for a parameter holds a layer that train mode changes (as
         ``mode_layers``; a torchvision model by its builder): one per call, None for unknown;
         None in all when a file passes the function around."""
-
         if self.index.referenced(self.path, name):
             return None
         answers = []
@@ -763,5 +755,4 @@ def _definition(summary: ModuleSummary, name: str) -> ClassSummary | FunctionSum
 
 
 def _mode_layer_name(qname: str) -> bool:
-
     return bool(_MODE_LAYERS.search(qname.rpartition(".")[2]))
